@@ -1,0 +1,18 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 The tether authors
+//
+// The named module `tether`: a table of contents over the headers in src/, which stay the source
+// of truth (header mode includes them directly). Exports are marked at the declaration with
+// TETHER_EXPORT; tether::detail is reachable but not exported.
+module;
+#include "prelude.hpp"
+#include <dlfcn.h>
+
+export module tether;
+
+#define TETHER_EXPORT export
+// Why extern "C++": the entities stay attached to the global module, so the ordinary objects in
+// src/ that implement them (compiled in header mode) link with importers of the module.
+extern "C++" {
+#include "tether.hpp"
+}

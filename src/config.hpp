@@ -1,0 +1,14 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 The tether authors
+//
+// TETHER_EXPORT marks the public namespace blocks. modules/tether.cppm defines it as `export`
+// before including the headers in the module purview; in header mode it expands to nothing.
+#pragma once
+
+#ifndef TETHER_EXPORT
+#define TETHER_EXPORT
+#endif
+
+#define TETHER_VERSION_MAJOR 0
+#define TETHER_VERSION_MINOR 1
+#define TETHER_VERSION_PATCH 0

@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 The tether authors
+#include "runtime.hpp"
+
+namespace tether {
+namespace {
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : nullptr;
+}
+
+std::mutex g_cuda_mutex;
+const detail::DriverTable* g_cuda = nullptr;  // never freed: see Runtime's documentation
+
+std::atomic<bool> g_announced{false};
+
+}  // namespace
+
+Runtime Runtime::cuda() {
+  std::lock_guard lock(g_cuda_mutex);
+  if (!g_cuda) {
+    const char* path = env("TETHER_CUDA_LIBRARY");
+    g_cuda = detail::load_cuda_driver(path ? path : "libcuda.so.1").release();
+  }
+  return Runtime(g_cuda);
+}
+
+Runtime Runtime::simulated() {
+  throw DriverUnavailable(Unavailable::not_built,
+                          "the simulated driver is not available in this build of tether (TETHER_DRIVER=sim)");
+}
+
+Runtime Runtime::open() {
+  const char* sel = env("TETHER_DRIVER");
+  if (sel) {
+    std::string_view s(sel);
+    if (s == "cuda") return cuda();
+    if (s == "sim") return simulated();
+    throw DriverUnavailable(Unavailable::bad_selection,
+                            fmt::format("TETHER_DRIVER is '{}'; it must be 'cuda', 'sim' or unset", s));
+  }
+  try {
+    return cuda();
+  } catch (const DriverUnavailable& real) {
+    Runtime rt = [&] {
+      try {
+        return simulated();
+      } catch (const DriverUnavailable& sim) {
+        throw DriverUnavailable(real.reason(), fmt::format("no usable driver: {}; and {}", real.what(), sim.what()));
+      }
+    }();
+    if (!g_announced.exchange(true))
+      std::fprintf(stderr, "tether: using the simulated CUDA driver (%s). Set TETHER_DRIVER=sim to choose it explicitly.\n",
+                   real.what());
+    return rt;
+  }
+}
+
+DriverKind Runtime::kind() const noexcept { return table_->kind; }
+int Runtime::driver_version() const noexcept { return table_->version; }
+int Runtime::device_count() const noexcept { return table_->device_count; }
+std::string_view Runtime::origin() const noexcept { return table_->origin; }
+
+std::string Runtime::describe() const {
+  return fmt::format("{} driver {} from {}, {} device{}", to_string(kind()), driver_version_string(driver_version()),
+                     origin(), device_count(), device_count() == 1 ? "" : "s");
+}
+
+}  // namespace tether

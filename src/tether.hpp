@@ -1,0 +1,12 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 The tether authors
+//
+// The whole public API in header mode (for translation units that cannot import modules, such as
+// .cu files compiled by nvcc). `import tether;` exports exactly the same entities.
+#pragma once
+
+#include "config.hpp"
+#include "prelude.hpp"
+#include "driver/error.hpp"
+#include "driver/table.hpp"
+#include "runtime/runtime.hpp"
