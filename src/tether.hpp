@@ -10,3 +10,4 @@
 #include "driver/error.hpp"
 #include "driver/table.hpp"
 #include "runtime/runtime.hpp"
+#include "sim/sim.hpp"

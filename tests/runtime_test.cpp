@@ -58,3 +58,26 @@ TEST_CASE("an unset TETHER_DRIVER picks the real driver when it is usable, silen
   CHECK(r.output.rfind("cuda|", 0) == 0);
   CHECK(r.err.empty());
 }
+
+TEST_CASE("TETHER_DRIVER=sim opens the simulated driver without announcing it") {
+  auto r = open_with("sim", nullptr);
+  CHECK(r.output == "simulated|simulated driver 13.0 from tether simulator, 1 device|same");
+  CHECK(r.err.empty());
+}
+
+TEST_CASE("an unset TETHER_DRIVER falls back to the simulator once, announcing why on stderr") {
+  auto r = open_with(nullptr, "/nonexistent/libcuda.so.1");
+  CHECK(r.output.rfind("simulated|", 0) == 0);
+  CHECK(contains(r.err, "using the simulated CUDA driver"));
+  CHECK(contains(r.err, "/nonexistent/libcuda.so.1"));
+  // Two opens in the child above, one announcement.
+  CHECK(r.err.find("using the simulated") == r.err.rfind("using the simulated"));
+}
+
+TEST_CASE("TETHER_SIM_DEVICES sets the number of simulated devices") {
+  auto r = run_in_child([] {
+    ::setenv("TETHER_SIM_DEVICES", "3", 1);
+    return std::to_string(tether::Runtime::simulated().device_count());
+  });
+  CHECK(r.output == "3");
+}

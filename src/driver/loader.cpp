@@ -53,6 +53,10 @@ void throw_call_error(const DriverTable& t, Entry e, CUresult r, std::string con
     const char* s = nullptr;
     if (t.get<Entry::cuGetErrorString>()(r, &s) == CUDA_SUCCESS && s) description = s;
   }
+  if (t.explain) {
+    std::string why = t.explain();
+    if (!why.empty()) context += (context.empty() ? "" : "; ") + ("simulator: " + why);
+  }
   throw DriverError(name, r, std::move(description), std::move(context));
 }
 

@@ -96,6 +96,9 @@ struct DriverTable {
   int version = 0;          // cuDriverGetVersion
   int device_count = 0;
   std::string origin;       // where it came from, e.g. "libcuda.so.1" or "tether simulator"
+  // The simulator's explanation of the calling thread's last failure (nullptr for the real driver):
+  // DriverError messages append it so that, e.g., a missing kernel twin says how to register one.
+  std::string (*explain)() = nullptr;
 
   template <Entry E>
   typename EntryTraits<E>::type get() const noexcept {

@@ -2,6 +2,8 @@
 // SPDX-FileCopyrightText: 2026 The tether authors
 #include "runtime.hpp"
 
+#include "../sim/state.hpp"
+
 namespace tether {
 namespace {
 
@@ -27,8 +29,9 @@ Runtime Runtime::cuda() {
 }
 
 Runtime Runtime::simulated() {
-  throw DriverUnavailable(Unavailable::not_built,
-                          "the simulated driver is not available in this build of tether (TETHER_DRIVER=sim)");
+  // Why a function-local static pointer: built once, thread-safely, and never destroyed.
+  static const detail::DriverTable* table = sim::make_table().release();
+  return Runtime(table);
 }
 
 Runtime Runtime::open() {

@@ -1,0 +1,896 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 The tether authors
+//
+// Simulator core: call prologue (counts, faults, permission), violations, kernel twins,
+// devices and contexts, memory, modules, user objects and the deferred-destructor thread.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "state.hpp"
+
+namespace tether::sim::detail {
+
+namespace {
+
+// Everything here is created once and never destroyed: user objects may be released and
+// streams may run during process exit, after static destructors (ARCHITECTURE.md §9).
+template <class T>
+T& immortal() {
+  static T* p = new T();
+  return *p;
+}
+
+struct Counters {
+  std::array<std::atomic<std::uint64_t>, tether::detail::entry_count> calls{};
+};
+
+struct Fault {
+  int entry;  // -1: any entry
+  std::uint64_t remaining;
+  CUresult result;
+};
+
+struct Faults {
+  std::atomic<int> pending{0};
+  std::mutex mu;
+  std::vector<Fault> list;
+  std::atomic<std::uint64_t> injected{0};
+};
+
+struct Violations {
+  std::mutex mu;
+  std::vector<Violation> list;
+  std::atomic<bool> fatal{false};
+};
+
+struct Twins {
+  std::mutex mu;
+  std::unordered_map<std::string, std::shared_ptr<const Twin>> by_name;
+};
+
+struct Config {
+  std::mutex mu;
+  Options options;
+  bool opened = false;
+};
+
+struct Devices {
+  std::once_flag once;
+  std::vector<Ctx*> primary;  // one per device, immortal
+};
+
+// Device memory: one reserved address range; blocks are bump-allocated, never reused, and
+// unmapped (PROT_NONE) when freed, so a stale pointer is always recognised as freed.
+struct Memory {
+  std::mutex mu;
+  std::uintptr_t base = 0;
+  std::size_t reserved = 0;
+  std::size_t next = 0;
+  struct Block {
+    std::size_t size;
+    std::size_t mapped;
+    bool device;
+    bool live;
+    int ordinal;
+  };
+  std::map<std::uintptr_t, Block> blocks;
+  std::vector<std::size_t> used;  // per device
+  std::size_t live_device = 0;
+  std::size_t live_host = 0;
+};
+
+struct Objects {
+  std::mutex mu;
+  std::unordered_set<UserObj*> user_objects;  // every user object ever created (zombies kept)
+  std::atomic<std::size_t> live_user_objects{0};
+  std::unordered_set<Module*> modules;
+  std::unordered_set<Function*> functions;
+  std::atomic<std::size_t> live_modules{0};
+};
+
+struct Deferred {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::function<void()>> q;
+  std::size_t running = 0;
+  bool started = false;
+};
+
+constexpr std::size_t kPage = 4096;
+
+Counters& counters() { return immortal<Counters>(); }
+Faults& faults() { return immortal<Faults>(); }
+Violations& violations_state() { return immortal<Violations>(); }
+Twins& twins() { return immortal<Twins>(); }
+Config& config() { return immortal<Config>(); }
+Devices& devices() { return immortal<Devices>(); }
+Memory& memory() { return immortal<Memory>(); }
+Objects& objects() { return immortal<Objects>(); }
+Deferred& deferred() { return immortal<Deferred>(); }
+
+bool allowed_in_destructor(Entry e) {
+  return e == Entry::cuStreamQuery || e == Entry::cuUserObjectRelease || e == Entry::cuUserObjectRetain ||
+         e == Entry::cuGetErrorName || e == Entry::cuGetErrorString;
+}
+
+void init_devices() {
+  Devices& d = devices();
+  std::call_once(d.once, [&] {
+    Config& c = config();
+    std::lock_guard lock(c.mu);
+    c.opened = true;
+    if (const char* env = std::getenv("TETHER_SIM_DEVICES")) {
+      int n = std::atoi(env);
+      if (n >= 1 && n <= 64) c.options.devices = n;
+    }
+    for (int i = 0; i < c.options.devices; ++i) {
+      Ctx* ctx = new Ctx;
+      ctx->device = i;
+      d.primary.push_back(ctx);
+    }
+    memory().used.assign(static_cast<std::size_t>(c.options.devices), 0);
+  });
+}
+
+}  // namespace
+
+ThreadState& ts() {
+  thread_local ThreadState state;
+  return state;
+}
+
+CUresult enter(Entry e) {
+  counters().calls[tether::detail::index(e)].fetch_add(1, std::memory_order_relaxed);
+  ThreadState& t = ts();
+  if ((t.in_destructor || t.in_callback) && e != Entry::cuGetErrorName && e != Entry::cuGetErrorString) {
+    bool dtor = t.in_destructor > 0;
+    record_violation(dtor ? ViolationKind::call_in_destructor : ViolationKind::call_in_callback,
+                     tether::detail::entry_name(e),
+                     fmt::format("{} called from inside a {}", tether::detail::entry_name(e),
+                                 dtor ? "user-object destructor" : "host function"));
+    if (!(dtor && allowed_in_destructor(e)) && !(!dtor && e == Entry::cuStreamQuery))
+      return fail(CUDA_ERROR_NOT_PERMITTED, "the simulator, like the real driver, refuses CUDA calls from "
+                                            "user-object destructors and host functions");
+  }
+  Faults& f = faults();
+  if (f.pending.load(std::memory_order_acquire) > 0) {
+    std::lock_guard lock(f.mu);
+    int idx = static_cast<int>(tether::detail::index(e));
+    for (auto it = f.list.begin(); it != f.list.end(); ++it) {
+      if (it->entry != -1 && it->entry != idx) continue;
+      if (--it->remaining == 0) {
+        CUresult r = it->result;
+        f.list.erase(it);
+        f.pending.fetch_sub(1, std::memory_order_release);
+        f.injected.fetch_add(1, std::memory_order_relaxed);
+        return fail(r, fmt::format("fault injected by tether::sim::fail_call into {}", tether::detail::entry_name(e)));
+      }
+    }
+  }
+  t.explain.clear();
+  return CUDA_SUCCESS;
+}
+
+CUresult fail(CUresult r, std::string explanation) {
+  ts().explain = std::move(explanation);
+  return r;
+}
+
+void record_violation(ViolationKind kind, std::string_view entry, std::string detail) {
+  Violations& v = violations_state();
+  if (v.fatal.load()) {
+    std::fprintf(stderr, "tether simulator: fatal violation %.*s in %.*s: %s\n",
+                 static_cast<int>(to_string(kind).size()), to_string(kind).data(), static_cast<int>(entry.size()),
+                 entry.data(), detail.c_str());
+    std::abort();
+  }
+  std::lock_guard lock(v.mu);
+  v.list.push_back(Violation{kind, std::string(entry), std::move(detail)});
+}
+
+// ----------------------------------------------------------------------------- devices, contexts
+
+int device_count() {
+  init_devices();
+  return static_cast<int>(devices().primary.size());
+}
+
+Ctx* ctx_of(CUcontext c) {
+  init_devices();
+  for (Ctx* p : devices().primary)
+    if (reinterpret_cast<CUcontext>(p) == c) return p;
+  return nullptr;
+}
+CUcontext handle(Ctx* c) { return reinterpret_cast<CUcontext>(c); }
+Ctx* current_ctx() { return ts().current; }
+
+namespace {
+
+CUresult sim_cuInit(unsigned flags) {
+  TETHER_SIM_ENTER(cuInit);
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  init_devices();
+  return CUDA_SUCCESS;
+}
+CUresult sim_cuDriverGetVersion(int* v) {
+  TETHER_SIM_ENTER(cuDriverGetVersion);
+  if (!v) return CUDA_ERROR_INVALID_VALUE;
+  *v = CUDA_VERSION;
+  return CUDA_SUCCESS;
+}
+CUresult sim_cuGetErrorName(CUresult r, const char** s) {
+  TETHER_SIM_ENTER(cuGetErrorName);
+  if (!s) return CUDA_ERROR_INVALID_VALUE;
+  std::string_view n = result_name(static_cast<int>(r));
+  if (n.rfind("CUDA_ERROR_", 0) == 0 && result_description(static_cast<int>(r)).empty()) {
+    *s = nullptr;
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  *s = n.data();  // names in the table are string literals
+  return CUDA_SUCCESS;
+}
+CUresult sim_cuGetErrorString(CUresult r, const char** s) {
+  TETHER_SIM_ENTER(cuGetErrorString);
+  if (!s) return CUDA_ERROR_INVALID_VALUE;
+  std::string_view d = result_description(static_cast<int>(r));
+  if (d.empty()) {
+    *s = nullptr;
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  *s = d.data();
+  return CUDA_SUCCESS;
+}
+CUresult sim_cuDeviceGetCount(int* n) {
+  TETHER_SIM_ENTER(cuDeviceGetCount);
+  if (!n) return CUDA_ERROR_INVALID_VALUE;
+  *n = device_count();
+  return CUDA_SUCCESS;
+}
+CUresult sim_cuDeviceGet(CUdevice* d, int ordinal) {
+  TETHER_SIM_ENTER(cuDeviceGet);
+  if (!d) return CUDA_ERROR_INVALID_VALUE;
+  if (ordinal < 0 || ordinal >= device_count()) return CUDA_ERROR_INVALID_DEVICE;
+  *d = ordinal;
+  return CUDA_SUCCESS;
+}
+bool valid_device(CUdevice d) { return d >= 0 && d < device_count(); }
+CUresult sim_cuDeviceGetName(char* name, int len, CUdevice d) {
+  TETHER_SIM_ENTER(cuDeviceGetName);
+  if (!name || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+  if (!valid_device(d)) return CUDA_ERROR_INVALID_DEVICE;
+  std::snprintf(name, static_cast<std::size_t>(len), "tether simulated device %d", d);
+  return CUDA_SUCCESS;
+}
+CUresult sim_cuDeviceGetAttribute(int* pi, CUdevice_attribute a, CUdevice d) {
+  TETHER_SIM_ENTER(cuDeviceGetAttribute);
+  if (!pi) return CUDA_ERROR_INVALID_VALUE;
+  if (!valid_device(d)) return CUDA_ERROR_INVALID_DEVICE;
+  switch (a) {
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *pi = 9; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *pi = 0; break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *pi = 132; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *pi = 1024; break;
+    case CU_DEVICE_ATTRIBUTE_WARP_SIZE: *pi = 32; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X: *pi = 2147483647; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y:
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z: *pi = 65535; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X:
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y: *pi = 1024; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z: *pi = 64; break;
+    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: *pi = 1; break;
+    default: *pi = 0; break;
+  }
+  return CUDA_SUCCESS;
+}
+CUresult sim_cuDeviceTotalMem(std::size_t* bytes, CUdevice d) {
+  TETHER_SIM_ENTER(cuDeviceTotalMem);
+  if (!bytes) return CUDA_ERROR_INVALID_VALUE;
+  if (!valid_device(d)) return CUDA_ERROR_INVALID_DEVICE;
+  std::lock_guard lock(config().mu);
+  *bytes = config().options.memory_per_device;
+  return CUDA_SUCCESS;
+}
+CUresult sim_cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice d) {
+  TETHER_SIM_ENTER(cuDevicePrimaryCtxRetain);
+  if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+  if (!valid_device(d)) return CUDA_ERROR_INVALID_DEVICE;
+  Ctx* c = devices().primary[static_cast<std::size_t>(d)];
+  std::lock_guard lock(memory().mu);
+  ++c->primary_refs;
+  *pctx = handle(c);
+  return CUDA_SUCCESS;
+}
+CUresult sim_cuDevicePrimaryCtxRelease(CUdevice d) {
+  TETHER_SIM_ENTER(cuDevicePrimaryCtxRelease);
+  if (!valid_device(d)) return CUDA_ERROR_INVALID_DEVICE;
+  Ctx* c = devices().primary[static_cast<std::size_t>(d)];
+  std::lock_guard lock(memory().mu);
+  if (c->primary_refs <= 0) {
+    record_violation(ViolationKind::over_release, "cuDevicePrimaryCtxRelease",
+                     fmt::format("primary context of device {} released more often than retained", d));
+    return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  // Why the context stays usable at zero: the real driver resets it, but tether never relies on
+  // that and keeping it keeps stale streams from crashing the simulator.
+  --c->primary_refs;
+  return CUDA_SUCCESS;
+}
+CUresult sim_cuCtxGetCurrent(CUcontext* pctx) {
+  TETHER_SIM_ENTER(cuCtxGetCurrent);
+  if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+  *pctx = handle(ts().current);
+  return CUDA_SUCCESS;
+}
+CUresult sim_cuCtxSetCurrent(CUcontext c) {
+  TETHER_SIM_ENTER(cuCtxSetCurrent);
+  if (c == nullptr) {
+    ts().current = nullptr;
+    return CUDA_SUCCESS;
+  }
+  Ctx* p = ctx_of(c);
+  if (!p) return CUDA_ERROR_INVALID_CONTEXT;
+  ts().current = p;
+  return CUDA_SUCCESS;
+}
+CUresult sim_cuCtxPushCurrent(CUcontext c) {
+  TETHER_SIM_ENTER(cuCtxPushCurrent);
+  Ctx* p = ctx_of(c);
+  if (!p) return CUDA_ERROR_INVALID_CONTEXT;
+  ts().stack.push_back(ts().current);
+  ts().current = p;
+  return CUDA_SUCCESS;
+}
+CUresult sim_cuCtxPopCurrent(CUcontext* pctx) {
+  TETHER_SIM_ENTER(cuCtxPopCurrent);
+  ThreadState& t = ts();
+  if (!t.current) return CUDA_ERROR_INVALID_CONTEXT;
+  if (pctx) *pctx = handle(t.current);
+  if (t.stack.empty()) {
+    t.current = nullptr;
+  } else {
+    t.current = t.stack.back();
+    t.stack.pop_back();
+  }
+  return CUDA_SUCCESS;
+}
+CUresult sim_cuCtxGetDevice(CUdevice* d) {
+  TETHER_SIM_ENTER(cuCtxGetDevice);
+  if (!d) return CUDA_ERROR_INVALID_VALUE;
+  if (!ts().current) return CUDA_ERROR_INVALID_CONTEXT;
+  *d = ts().current->device;
+  return CUDA_SUCCESS;
+}
+
+// ----------------------------------------------------------------------------- memory
+
+CUresult need_ctx() {
+  return current_ctx() ? CUDA_SUCCESS
+                       : fail(CUDA_ERROR_INVALID_CONTEXT, "no context is current on this thread (cuCtxSetCurrent)");
+}
+
+CUresult sim_cuMemAlloc(CUdeviceptr* dptr, std::size_t bytes) {
+  TETHER_SIM_ENTER(cuMemAlloc);
+  if (!dptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = need_ctx()) return r;
+  CUresult err = CUDA_SUCCESS;
+  std::uintptr_t p = device_alloc(bytes, current_ctx()->device, err);
+  if (err != CUDA_SUCCESS) return err;
+  *dptr = static_cast<CUdeviceptr>(p);
+  return CUDA_SUCCESS;
+}
+CUresult sim_cuMemFree(CUdeviceptr dptr) {
+  TETHER_SIM_ENTER(cuMemFree);
+  if (CUresult r = need_ctx()) return r;
+  if (dptr == 0) return CUDA_SUCCESS;
+  Memory& m = memory();
+  {
+    std::lock_guard lock(m.mu);
+    auto it = m.blocks.find(static_cast<std::uintptr_t>(dptr));
+    if (it == m.blocks.end() || !it->second.device) return CUDA_ERROR_INVALID_VALUE;
+    if (!it->second.live) {
+      record_violation(ViolationKind::use_after_free, "cuMemFree",
+                       fmt::format("cuMemFree of device memory 0x{:x} that was already freed", dptr));
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+  }
+  device_free_block(static_cast<std::uintptr_t>(dptr));
+  return CUDA_SUCCESS;
+}
+CUresult sim_cuMemAllocHost(void** pp, std::size_t bytes) {
+  TETHER_SIM_ENTER(cuMemAllocHost);
+  if (!pp || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = need_ctx()) return r;
+  std::size_t mapped = (bytes + kPage - 1) / kPage * kPage;
+  void* p = std::aligned_alloc(kPage, mapped);
+  if (!p) return CUDA_ERROR_OUT_OF_MEMORY;
+  Memory& m = memory();
+  std::lock_guard lock(m.mu);
+  m.blocks[reinterpret_cast<std::uintptr_t>(p)] = {bytes, mapped, false, true, current_ctx()->device};
+  ++m.live_host;
+  *pp = p;
+  return CUDA_SUCCESS;
+}
+CUresult sim_cuMemFreeHost(void* p) {
+  TETHER_SIM_ENTER(cuMemFreeHost);
+  if (CUresult r = need_ctx()) return r;
+  Memory& m = memory();
+  std::lock_guard lock(m.mu);
+  auto it = m.blocks.find(reinterpret_cast<std::uintptr_t>(p));
+  if (it == m.blocks.end() || it->second.device) return CUDA_ERROR_INVALID_VALUE;
+  if (!it->second.live) {
+    record_violation(ViolationKind::use_after_free, "cuMemFreeHost", "cuMemFreeHost of pinned memory already freed");
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  // Why the block is kept (not returned to the heap): its address must never be handed out again,
+  // so that a later use of the stale pointer is recognised as a use after free.
+  it->second.live = false;
+  --m.live_host;
+  return CUDA_SUCCESS;
+}
+CUresult sim_cuMemGetInfo(std::size_t* free_bytes, std::size_t* total) {
+  TETHER_SIM_ENTER(cuMemGetInfo);
+  if (!free_bytes || !total) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = need_ctx()) return r;
+  std::size_t cap;
+  {
+    std::lock_guard lock(config().mu);
+    cap = config().options.memory_per_device;
+  }
+  std::lock_guard lock(memory().mu);
+  std::size_t used = memory().used[static_cast<std::size_t>(current_ctx()->device)];
+  *total = cap;
+  *free_bytes = cap - std::min(cap, used);
+  return CUDA_SUCCESS;
+}
+
+// ----------------------------------------------------------------------------- modules
+
+std::string_view image_text(const void* image) {
+  const char* s = static_cast<const char*>(image);
+  return std::string_view(s, ::strnlen(s, 1 << 20));
+}
+
+CUresult sim_cuModuleLoadData(CUmodule* mod, const void* image) {
+  TETHER_SIM_ENTER(cuModuleLoadData);
+  if (!mod || !image) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = need_ctx()) return r;
+  (void)image_text;
+  Module* m = new Module;
+  Objects& o = objects();
+  std::lock_guard lock(o.mu);
+  o.modules.insert(m);
+  o.live_modules.fetch_add(1);
+  *mod = reinterpret_cast<CUmodule>(m);
+  return CUDA_SUCCESS;
+}
+Module* module_of(void* h, bool library) {
+  Objects& o = objects();
+  std::lock_guard lock(o.mu);
+  Module* m = static_cast<Module*>(h);
+  return o.modules.count(m) && m->library == library ? m : nullptr;
+}
+CUresult unload(void* h, bool library, const char* entry) {
+  Module* m = module_of(h, library);
+  if (!m) return CUDA_ERROR_INVALID_HANDLE;
+  std::lock_guard lock(objects().mu);
+  if (m->unloaded) {
+    record_violation(ViolationKind::over_release, entry, "module or library unloaded twice");
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  m->unloaded = true;
+  objects().live_modules.fetch_sub(1);
+  return CUDA_SUCCESS;
+}
+CUresult sim_cuModuleUnload(CUmodule m) {
+  TETHER_SIM_ENTER(cuModuleUnload);
+  return unload(m, false, "cuModuleUnload");
+}
+CUresult get_function(Function** out, void* h, bool library, const char* name) {
+  if (!out || !name) return CUDA_ERROR_INVALID_VALUE;
+  Module* m = module_of(h, library);
+  if (!m || m->unloaded) return CUDA_ERROR_INVALID_HANDLE;
+  std::shared_ptr<const Twin> twin = find_twin(name);
+  if (!twin)
+    return fail(CUDA_ERROR_NOT_FOUND,
+                fmt::format("the simulator has no twin for kernel '{}'; register one with "
+                            "tether::sim::register_kernel<ParamTypes...>(\"{}\", body) before getting the function",
+                            name, name));
+  Function* f = new Function{name, std::move(twin), m};
+  std::lock_guard lock(objects().mu);
+  objects().functions.insert(f);
+  *out = f;
+  return CUDA_SUCCESS;
+}
+CUresult sim_cuModuleGetFunction(CUfunction* f, CUmodule m, const char* name) {
+  TETHER_SIM_ENTER(cuModuleGetFunction);
+  Function* fn = nullptr;
+  CUresult r = get_function(&fn, m, false, name);
+  if (r == CUDA_SUCCESS) *f = reinterpret_cast<CUfunction>(fn);
+  return r;
+}
+CUresult sim_cuLibraryLoadData(CUlibrary* lib, const void* code, CUjit_option*, void**, unsigned, CUlibraryOption*,
+                               void**, unsigned) {
+  TETHER_SIM_ENTER(cuLibraryLoadData);
+  if (!lib || !code) return CUDA_ERROR_INVALID_VALUE;
+  Module* m = new Module;
+  m->library = true;
+  std::lock_guard lock(objects().mu);
+  objects().modules.insert(m);
+  objects().live_modules.fetch_add(1);
+  *lib = reinterpret_cast<CUlibrary>(m);
+  return CUDA_SUCCESS;
+}
+CUresult sim_cuLibraryUnload(CUlibrary l) {
+  TETHER_SIM_ENTER(cuLibraryUnload);
+  return unload(l, true, "cuLibraryUnload");
+}
+CUresult sim_cuLibraryGetKernel(CUkernel* k, CUlibrary l, const char* name) {
+  TETHER_SIM_ENTER(cuLibraryGetKernel);
+  Function* fn = nullptr;
+  CUresult r = get_function(&fn, l, true, name);
+  if (r == CUDA_SUCCESS) *k = reinterpret_cast<CUkernel>(fn);
+  return r;
+}
+CUresult sim_cuKernelGetFunction(CUfunction* f, CUkernel k) {
+  TETHER_SIM_ENTER(cuKernelGetFunction);
+  if (!f) return CUDA_ERROR_INVALID_VALUE;
+  Function* fn = function_of(k);
+  if (!fn) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult r = need_ctx()) return r;
+  *f = reinterpret_cast<CUfunction>(fn);
+  return CUDA_SUCCESS;
+}
+CUresult sim_cuFuncGetAttribute(int* pi, CUfunction_attribute a, CUfunction f) {
+  TETHER_SIM_ENTER(cuFuncGetAttribute);
+  if (!pi) return CUDA_ERROR_INVALID_VALUE;
+  if (!function_of(f)) return CUDA_ERROR_INVALID_HANDLE;
+  *pi = a == CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK ? 1024 : 0;
+  return CUDA_SUCCESS;
+}
+
+// ----------------------------------------------------------------------------- user objects
+
+CUresult sim_cuUserObjectCreate(CUuserObject* out, void* ptr, CUhostFn destroy, unsigned refs, unsigned flags) {
+  TETHER_SIM_ENTER(cuUserObjectCreate);
+  if (!out || !destroy || refs == 0 || flags != CU_USER_OBJECT_NO_DESTRUCTOR_SYNC) return CUDA_ERROR_INVALID_VALUE;
+  UserObj* u = new UserObj;
+  u->refs.store(refs);
+  u->ptr = ptr;
+  u->destroy = destroy;
+  {
+    std::lock_guard lock(objects().mu);
+    objects().user_objects.insert(u);
+  }
+  objects().live_user_objects.fetch_add(1);
+  *out = reinterpret_cast<CUuserObject>(u);
+  return CUDA_SUCCESS;
+}
+CUresult sim_cuUserObjectRetain(CUuserObject o, unsigned n) {
+  TETHER_SIM_ENTER(cuUserObjectRetain);
+  UserObj* u = uo_of(o);
+  if (!u || n == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (u->destroyed.load()) {
+    record_violation(ViolationKind::over_release, "cuUserObjectRetain", "retain of a user object already destroyed");
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  u->refs.fetch_add(n);
+  return CUDA_SUCCESS;
+}
+CUresult sim_cuUserObjectRelease(CUuserObject o, unsigned n) {
+  TETHER_SIM_ENTER(cuUserObjectRelease);
+  UserObj* u = uo_of(o);
+  if (!u || n == 0) return CUDA_ERROR_INVALID_VALUE;
+  uo_release(u, n, "cuUserObjectRelease");
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+UserObj* uo_of(CUuserObject o) {
+  UserObj* u = reinterpret_cast<UserObj*>(o);
+  if (!u) return nullptr;
+  std::lock_guard lock(objects().mu);
+  return objects().user_objects.count(u) ? u : nullptr;
+}
+bool uo_valid(UserObj* u) { return uo_of(reinterpret_cast<CUuserObject>(u)) != nullptr; }
+
+void uo_release(UserObj* u, std::int64_t n, std::string_view entry) {
+  std::int64_t before = u->refs.fetch_sub(n);
+  if (before < n || u->destroyed.load()) {
+    record_violation(ViolationKind::over_release, entry,
+                     fmt::format("user object released {} time(s) with only {} reference(s) left", n,
+                                 std::max<std::int64_t>(before, 0)));
+    if (before <= 0 || u->destroyed.load()) return;
+  }
+  if (before <= n && !u->destroyed.exchange(true)) {
+    objects().live_user_objects.fetch_sub(1);
+    ThreadState& t = ts();
+    ++t.in_destructor;
+    u->destroy(u->ptr);
+    --t.in_destructor;
+  }
+}
+
+RefSet::~RefSet() {
+  if (refs.empty()) return;
+  auto release = [refs = std::move(refs)] {
+    for (const RefEntry& e : refs) uo_release(e.obj, e.count, "cuGraphExecDestroy");
+  };
+  if (deferred && deferred->load())
+    post_deferred(std::move(release));
+  else
+    release();
+}
+
+void post_deferred(std::function<void()> task) {
+  Deferred& d = deferred();
+  std::lock_guard lock(d.mu);
+  d.q.push_back(std::move(task));
+  if (!d.started) {
+    d.started = true;
+    std::thread([&d] {
+      std::unique_lock lk(d.mu);
+      for (;;) {
+        d.cv.wait(lk, [&] { return !d.q.empty(); });
+        std::function<void()> task = std::move(d.q.front());
+        d.q.pop_front();
+        ++d.running;
+        lk.unlock();
+        task();
+        task = nullptr;
+        lk.lock();
+        --d.running;
+        d.cv.notify_all();
+      }
+    }).detach();
+  }
+  d.cv.notify_all();
+}
+
+// ----------------------------------------------------------------------------- memory helpers
+
+std::uintptr_t device_alloc(std::size_t bytes, int device, CUresult& err) {
+  Memory& m = memory();
+  std::lock_guard lock(m.mu);
+  std::size_t cap;
+  {
+    std::lock_guard c(config().mu);
+    cap = config().options.memory_per_device;
+  }
+  if (m.used[static_cast<std::size_t>(device)] + bytes > cap) {
+    err = CUDA_ERROR_OUT_OF_MEMORY;
+    return 0;
+  }
+  if (!m.base) {
+    // Why so large a reservation: addresses are never reused, so the range must outlast every
+    // allocation a long test makes; only touched pages cost memory.
+    for (std::size_t sz = std::size_t{1} << 40; sz >= (std::size_t{1} << 32); sz >>= 1) {
+      void* p = ::mmap(nullptr, sz, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (p != MAP_FAILED) {
+        m.base = reinterpret_cast<std::uintptr_t>(p);
+        m.reserved = sz;
+        break;
+      }
+    }
+    if (!m.base) {
+      err = CUDA_ERROR_OUT_OF_MEMORY;
+      return 0;
+    }
+  }
+  std::size_t mapped = (bytes + kPage - 1) / kPage * kPage;
+  if (m.next + mapped + kPage > m.reserved) {
+    err = CUDA_ERROR_OUT_OF_MEMORY;
+    return 0;
+  }
+  std::uintptr_t p = m.base + m.next;
+  m.next += mapped + kPage;  // one guard page between blocks
+  if (::mprotect(reinterpret_cast<void*>(p), mapped, PROT_READ | PROT_WRITE) != 0) {
+    err = CUDA_ERROR_OUT_OF_MEMORY;
+    return 0;
+  }
+  m.blocks[p] = {bytes, mapped, true, true, device};
+  m.used[static_cast<std::size_t>(device)] += bytes;
+  ++m.live_device;
+  err = CUDA_SUCCESS;
+  return p;
+}
+
+void device_free_block(std::uintptr_t p) {
+  Memory& m = memory();
+  std::lock_guard lock(m.mu);
+  auto it = m.blocks.find(p);
+  if (it == m.blocks.end() || !it->second.live) return;
+  it->second.live = false;
+  m.used[static_cast<std::size_t>(it->second.ordinal)] -= it->second.size;
+  --m.live_device;
+  ::madvise(reinterpret_cast<void*>(p), it->second.mapped, MADV_DONTNEED);
+  ::mprotect(reinterpret_cast<void*>(p), it->second.mapped, PROT_NONE);
+}
+
+Range classify(std::uintptr_t p, std::size_t n, bool device_only) {
+  Memory& m = memory();
+  std::lock_guard lock(m.mu);
+  auto it = m.blocks.upper_bound(p);
+  if (it == m.blocks.begin()) return Range::unknown;
+  --it;
+  const Memory::Block& b = it->second;
+  if (device_only && !b.device) return Range::unknown;
+  if (p < it->first || p + n > it->first + b.size) {
+    // Within the block's pages but past its size is still unknown (an overrun).
+    return p < it->first + b.mapped && !b.live ? Range::freed : Range::unknown;
+  }
+  return b.live ? Range::live : Range::freed;
+}
+
+bool check_operand(std::uintptr_t p, std::size_t n, bool device_only, std::string_view entry, const char* what) {
+  Range r = classify(p, n == 0 ? 1 : n, device_only);
+  if (r == Range::freed) {
+    record_violation(ViolationKind::use_after_free, entry,
+                     fmt::format("{} uses {} bytes at 0x{:x}, which were freed", what, n, p));
+    return false;
+  }
+  return true;
+}
+
+// ----------------------------------------------------------------------------- twins, functions
+
+std::shared_ptr<const Twin> find_twin(std::string_view name) {
+  Twins& t = twins();
+  std::lock_guard lock(t.mu);
+  auto it = t.by_name.find(std::string(name));
+  return it == t.by_name.end() ? nullptr : it->second;
+}
+
+Function* function_of(CUfunction f) {
+  Function* p = reinterpret_cast<Function*>(f);
+  if (!p) return nullptr;
+  std::lock_guard lock(objects().mu);
+  return objects().functions.count(p) ? p : nullptr;
+}
+Function* function_of(CUkernel k) { return function_of(reinterpret_cast<CUfunction>(k)); }
+
+// ----------------------------------------------------------------------------- table
+
+void fill_core(tether::detail::DriverTable& t) {
+  using tether::detail::Entry;
+  t.set<Entry::cuInit>(&sim_cuInit);
+  t.set<Entry::cuDriverGetVersion>(&sim_cuDriverGetVersion);
+  t.set<Entry::cuGetErrorName>(&sim_cuGetErrorName);
+  t.set<Entry::cuGetErrorString>(&sim_cuGetErrorString);
+  t.set<Entry::cuDeviceGet>(&sim_cuDeviceGet);
+  t.set<Entry::cuDeviceGetCount>(&sim_cuDeviceGetCount);
+  t.set<Entry::cuDeviceGetName>(&sim_cuDeviceGetName);
+  t.set<Entry::cuDeviceGetAttribute>(&sim_cuDeviceGetAttribute);
+  t.set<Entry::cuDeviceTotalMem>(&sim_cuDeviceTotalMem);
+  t.set<Entry::cuDevicePrimaryCtxRetain>(&sim_cuDevicePrimaryCtxRetain);
+  t.set<Entry::cuDevicePrimaryCtxRelease>(&sim_cuDevicePrimaryCtxRelease);
+  t.set<Entry::cuCtxGetCurrent>(&sim_cuCtxGetCurrent);
+  t.set<Entry::cuCtxSetCurrent>(&sim_cuCtxSetCurrent);
+  t.set<Entry::cuCtxPushCurrent>(&sim_cuCtxPushCurrent);
+  t.set<Entry::cuCtxPopCurrent>(&sim_cuCtxPopCurrent);
+  t.set<Entry::cuCtxGetDevice>(&sim_cuCtxGetDevice);
+  t.set<Entry::cuMemAlloc>(&sim_cuMemAlloc);
+  t.set<Entry::cuMemFree>(&sim_cuMemFree);
+  t.set<Entry::cuMemAllocHost>(&sim_cuMemAllocHost);
+  t.set<Entry::cuMemFreeHost>(&sim_cuMemFreeHost);
+  t.set<Entry::cuMemGetInfo>(&sim_cuMemGetInfo);
+  t.set<Entry::cuModuleLoadData>(&sim_cuModuleLoadData);
+  t.set<Entry::cuModuleUnload>(&sim_cuModuleUnload);
+  t.set<Entry::cuModuleGetFunction>(&sim_cuModuleGetFunction);
+  t.set<Entry::cuLibraryLoadData>(&sim_cuLibraryLoadData);
+  t.set<Entry::cuLibraryUnload>(&sim_cuLibraryUnload);
+  t.set<Entry::cuLibraryGetKernel>(&sim_cuLibraryGetKernel);
+  t.set<Entry::cuKernelGetFunction>(&sim_cuKernelGetFunction);
+  t.set<Entry::cuFuncGetAttribute>(&sim_cuFuncGetAttribute);
+  t.set<Entry::cuUserObjectCreate>(&sim_cuUserObjectCreate);
+  t.set<Entry::cuUserObjectRetain>(&sim_cuUserObjectRetain);
+  t.set<Entry::cuUserObjectRelease>(&sim_cuUserObjectRelease);
+}
+
+std::size_t live_modules() { return objects().live_modules.load(); }
+std::size_t live_user_objects() { return objects().live_user_objects.load(); }
+std::pair<std::size_t, std::size_t> live_allocations() {
+  std::lock_guard lock(memory().mu);
+  return {memory().live_device, memory().live_host};
+}
+bool deferred_idle() {
+  Deferred& d = deferred();
+  std::lock_guard lock(d.mu);
+  return d.q.empty() && d.running == 0;
+}
+
+}  // namespace tether::sim::detail
+
+// ============================================================================= public API
+
+namespace tether::sim {
+
+using namespace detail;
+
+void configure(const Options& options) {
+  if (options.devices < 1) throw UsageError("tether::sim::configure: devices must be at least 1");
+  Config& c = config();
+  std::lock_guard lock(c.mu);
+  if (c.opened && (c.options.devices != options.devices || c.options.memory_per_device != options.memory_per_device))
+    throw UsageError("tether::sim::configure: the simulator is already open with other options");
+  c.options = options;
+}
+
+void register_kernel_erased(std::string name, std::vector<ParamInfo> params, TwinBody body) {
+  if (name.empty()) throw UsageError("tether::sim::register_kernel: the kernel name is empty");
+  auto twin = std::make_shared<const Twin>(Twin{name, std::move(params), std::move(body)});
+  Twins& t = twins();
+  std::lock_guard lock(t.mu);
+  t.by_name[std::move(name)] = std::move(twin);
+}
+
+bool unregister_kernel(std::string_view name) {
+  Twins& t = twins();
+  std::lock_guard lock(t.mu);
+  return t.by_name.erase(std::string(name)) > 0;
+}
+
+std::string_view to_string(ViolationKind kind) noexcept {
+  switch (kind) {
+    case ViolationKind::use_after_free: return "use_after_free";
+    case ViolationKind::over_release: return "over_release";
+    case ViolationKind::call_in_destructor: return "call_in_destructor";
+    case ViolationKind::call_in_callback: return "call_in_callback";
+    case ViolationKind::double_node_destroy: return "double_node_destroy";
+    case ViolationKind::self_child: return "self_child";
+    case ViolationKind::destroyed_node_use: return "destroyed_node_use";
+    case ViolationKind::unloaded_module_use: return "unloaded_module_use";
+    case ViolationKind::destroyed_event_use: return "destroyed_event_use";
+  }
+  return "unknown";
+}
+
+std::vector<Violation> violations() {
+  Violations& v = violations_state();
+  std::lock_guard lock(v.mu);
+  return v.list;
+}
+void clear_violations() {
+  Violations& v = violations_state();
+  std::lock_guard lock(v.mu);
+  v.list.clear();
+}
+void set_violations_fatal(bool fatal) { violations_state().fatal.store(fatal); }
+
+void fail_call(std::string_view entry_point, std::uint64_t nth, Errc result) {
+  if (nth == 0) throw UsageError("tether::sim::fail_call: nth counts from 1");
+  int idx = -1;
+  if (entry_point != "*") {
+    auto e = tether::detail::find_entry(entry_point);
+    if (!e) throw UsageError(fmt::format("tether::sim::fail_call: '{}' is not an entry point tether uses", entry_point));
+    idx = static_cast<int>(tether::detail::index(*e));
+  }
+  Faults& f = faults();
+  std::lock_guard lock(f.mu);
+  f.list.push_back(Fault{idx, nth, static_cast<CUresult>(result)});
+  f.pending.fetch_add(1, std::memory_order_release);
+}
+void clear_faults() {
+  Faults& f = faults();
+  std::lock_guard lock(f.mu);
+  f.pending.fetch_sub(static_cast<int>(f.list.size()));
+  f.list.clear();
+}
+std::uint64_t injected_faults() { return faults().injected.load(); }
+
+std::uint64_t call_count(std::string_view entry_point) {
+  Counters& c = counters();
+  if (entry_point == "*") {
+    std::uint64_t n = 0;
+    for (auto& x : c.calls) n += x.load(std::memory_order_relaxed);
+    return n;
+  }
+  auto e = tether::detail::find_entry(entry_point);
+  if (!e) throw UsageError(fmt::format("tether::sim::call_count: '{}' is not an entry point tether uses", entry_point));
+  return c.calls[tether::detail::index(*e)].load(std::memory_order_relaxed);
+}
+void reset_call_counts() {
+  for (auto& x : counters().calls) x.store(0, std::memory_order_relaxed);
+}
+
+}  // namespace tether::sim

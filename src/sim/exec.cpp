@@ -1,0 +1,617 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 The tether authors
+//
+// Simulator: executable graphs. Instantiate (a snapshot of parameters and references), launch
+// (serialised per executable, executed on the stream's worker), upload, whole and per-node
+// updates, enable/disable, destruction with the observed destructor timing.
+#include "state.hpp"
+
+namespace tether::sim::detail {
+
+namespace {
+
+template <class T>
+T& immortal() {
+  static T* p = new T();
+  return *p;
+}
+
+struct Completion {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  void finish() {
+    std::lock_guard lock(mu);
+    done = true;
+    cv.notify_all();
+  }
+  void wait() {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return done; });
+  }
+};
+
+struct Exec {
+  Ctx* ctx = nullptr;
+  unsigned long long flags = 0;
+  std::mutex mu;
+  std::shared_ptr<const ExecGraph> graph;
+  std::unordered_map<const Node*, int> index;  // top-level source nodes (instantiated or update source)
+  std::shared_ptr<std::atomic<bool>> deferred = std::make_shared<std::atomic<bool>>(false);
+  std::shared_ptr<RefSet> refs;
+  std::shared_ptr<Completion> last;
+};
+
+struct Execs {
+  std::mutex mu;
+  std::unordered_set<Exec*> live;
+};
+Execs& execs() { return immortal<Execs>(); }
+
+Exec* exec_of(CUgraphExec h) {
+  Exec* e = reinterpret_cast<Exec*>(h);
+  std::lock_guard lock(execs().mu);
+  return e && execs().live.count(e) ? e : nullptr;
+}
+
+void gather_handles(const Graph* g, std::vector<CUgraphConditionalHandle>& out) {
+  out.insert(out.end(), g->handles.begin(), g->handles.end());
+  for (const Node* n : g->nodes) {
+    if (auto* c = std::get_if<ChildP>(&n->params)) gather_handles(c->graph, out);
+    if (auto* c = std::get_if<CondP>(&n->params))
+      for (const Graph* b : c->bodies) gather_handles(b, out);
+  }
+}
+
+std::shared_ptr<const ExecGraph> build(const Graph* g) {
+  auto eg = std::make_shared<ExecGraph>();
+  std::unordered_map<const Node*, int> idx;
+  for (std::size_t i = 0; i < g->nodes.size(); ++i) idx[g->nodes[i]] = static_cast<int>(i);
+  for (const Node* n : g->nodes) {
+    auto en = std::make_shared<ExecNode>();
+    en->type = n->type;
+    en->params = n->params;
+    for (const Node* d : n->deps) en->deps.push_back(idx.at(d));
+    if (auto* c = std::get_if<ChildP>(&n->params)) {
+      auto sub = build(c->graph);
+      if (!sub) return nullptr;
+      en->subs.push_back(std::move(sub));
+    }
+    if (auto* c = std::get_if<CondP>(&n->params))
+      for (const Graph* b : c->bodies) {
+        auto sub = build(b);
+        if (!sub) return nullptr;
+        en->subs.push_back(std::move(sub));
+      }
+    eg->nodes.push_back(std::move(en));
+  }
+  // Kahn's algorithm; a cycle makes the graph uninstantiable.
+  std::vector<int> indeg(eg->nodes.size());
+  std::vector<std::vector<int>> out(eg->nodes.size());
+  for (std::size_t i = 0; i < eg->nodes.size(); ++i)
+    for (int d : eg->nodes[i]->deps) ++indeg[i], out[static_cast<std::size_t>(d)].push_back(static_cast<int>(i));
+  std::deque<int> ready;
+  for (std::size_t i = 0; i < indeg.size(); ++i)
+    if (!indeg[i]) ready.push_back(static_cast<int>(i));
+  while (!ready.empty()) {
+    int i = ready.front();
+    ready.pop_front();
+    eg->order.push_back(i);
+    for (int j : out[static_cast<std::size_t>(i)])
+      if (--indeg[static_cast<std::size_t>(j)] == 0) ready.push_back(j);
+  }
+  if (eg->order.size() != eg->nodes.size()) return nullptr;
+  return eg;
+}
+
+std::shared_ptr<RefSet> make_refs(const Graph* g, const std::shared_ptr<std::atomic<bool>>& deferred) {
+  auto rs = std::make_shared<RefSet>();
+  rs->deferred = deferred;
+  collect_refs(g, -1, rs->refs);
+  for (const RefEntry& e : rs->refs) e.obj->refs.fetch_add(e.count);
+  return rs;
+}
+
+void run_conditional(const ExecNode& n) {
+  const auto& c = std::get<CondP>(n.params);
+  CondHandle* h = nullptr;
+  {
+    std::lock_guard<std::recursive_mutex> lock(graph_mutex());
+    h = cond_of(c.handle);
+  }
+  if (!h) return;
+  switch (c.type) {
+    case CU_GRAPH_COND_TYPE_IF:
+      if (h->value.load())
+        execute(*n.subs[0]);
+      else if (n.subs.size() > 1)
+        execute(*n.subs[1]);
+      break;
+    case CU_GRAPH_COND_TYPE_WHILE:
+      while (h->value.load()) execute(*n.subs[0]);
+      break;
+    case CU_GRAPH_COND_TYPE_SWITCH: {
+      unsigned v = h->value.load();
+      if (v < n.subs.size()) execute(*n.subs[v]);
+      break;
+    }
+    default: break;
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<const ExecGraph> build_exec_graph(const Graph* g) { return build(g); }
+
+void execute(const ExecGraph& eg) {
+  for (int i : eg.order) {
+    const ExecNode& n = *eg.nodes[static_cast<std::size_t>(i)];
+    if (!n.enabled) continue;
+    switch (n.type) {
+      case CU_GRAPH_NODE_TYPE_KERNEL: run_kernel(std::get<KernelP>(n.params)); break;
+      case CU_GRAPH_NODE_TYPE_MEMCPY: run_memcpy(std::get<MemcpyP>(n.params).copy, "cuGraphLaunch"); break;
+      case CU_GRAPH_NODE_TYPE_MEMSET: run_memset(std::get<MemsetP>(n.params).p, "cuGraphLaunch"); break;
+      case CU_GRAPH_NODE_TYPE_HOST: {
+        const HostP& h = std::get<HostP>(n.params);
+        ++ts().in_callback;
+        h.fn(h.data);
+        --ts().in_callback;
+        break;
+      }
+      case CU_GRAPH_NODE_TYPE_EVENT_RECORD: {
+        Event* e = std::get<RecordP>(n.params).event;
+        if (e->destroyed) record_violation(ViolationKind::destroyed_event_use, "", "a launch recorded a destroyed event");
+        std::uint64_t gen;
+        {
+          std::lock_guard lock(e->mu);
+          gen = ++e->recorded;
+        }
+        event_complete(e, gen);
+        break;
+      }
+      case CU_GRAPH_NODE_TYPE_WAIT_EVENT: {
+        Event* e = std::get<WaitP>(n.params).event;
+        if (e->destroyed) record_violation(ViolationKind::destroyed_event_use, "", "a launch waited on a destroyed event");
+        std::uint64_t gen;
+        {
+          std::lock_guard lock(e->mu);
+          gen = e->recorded;
+        }
+        event_wait(e, gen);
+        break;
+      }
+      case CU_GRAPH_NODE_TYPE_GRAPH: execute(*n.subs[0]); break;
+      case CU_GRAPH_NODE_TYPE_CONDITIONAL: run_conditional(n); break;
+      default: break;
+    }
+  }
+}
+
+namespace {
+
+CUresult need_ctx() {
+  return current_ctx() ? CUDA_SUCCESS : fail(CUDA_ERROR_INVALID_CONTEXT, "no context is current on this thread");
+}
+
+CUresult instantiate(CUgraphExec* out, CUgraph h, unsigned long long flags, CUgraphNode* err_node) {
+  if (!out) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = need_ctx()) return r;
+  constexpr unsigned long long known = CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH |
+                                       CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD | CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH |
+                                       CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY;
+  if (flags & ~known) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::recursive_mutex> lock(graph_mutex());
+  Graph* g = graph_of(h);
+  if (!g) return CUDA_ERROR_INVALID_VALUE;
+  auto eg = build(g);
+  if (!eg) {
+    if (err_node) *err_node = nullptr;
+    return fail(CUDA_ERROR_INVALID_VALUE, "the graph has a cycle");
+  }
+  auto e = new Exec;
+  e->ctx = current_ctx();
+  e->flags = flags;
+  auto handles = std::make_shared<ExecGraph>(*eg);
+  gather_handles(g, handles->handles);
+  e->graph = std::move(handles);
+  for (std::size_t i = 0; i < g->nodes.size(); ++i) e->index[g->nodes[i]] = static_cast<int>(i);
+  e->refs = make_refs(g, e->deferred);
+  {
+    std::lock_guard l(execs().mu);
+    execs().live.insert(e);
+  }
+  *out = reinterpret_cast<CUgraphExec>(e);
+  return CUDA_SUCCESS;
+}
+
+CUresult sim_cuGraphInstantiateWithFlags(CUgraphExec* out, CUgraph h, unsigned long long flags) {
+  TETHER_SIM_ENTER(cuGraphInstantiateWithFlags);
+  return instantiate(out, h, flags, nullptr);
+}
+
+CUresult launch(Exec* e, Stream* s, bool upload_only) {
+  std::shared_ptr<const ExecGraph> graph;
+  std::shared_ptr<RefSet> refs;
+  std::shared_ptr<Completion> prev, mine = std::make_shared<Completion>();
+  {
+    std::lock_guard lock(e->mu);
+    e->deferred->store(true);
+    if (upload_only) return CUDA_SUCCESS;
+    graph = e->graph;
+    refs = e->refs;
+    prev = e->last;
+    e->last = mine;
+  }
+  s->push([graph = std::move(graph), refs = std::move(refs), prev = std::move(prev), mine] {
+    // Launches of one executable run in order, even across streams (DRIVER_FACTS R4).
+    if (prev) prev->wait();
+    {
+      std::lock_guard<std::recursive_mutex> lock(graph_mutex());
+      for (CUgraphConditionalHandle h : graph->handles)
+        if (CondHandle* c = cond_of(h); c && (c->flags & CU_GRAPH_COND_ASSIGN_DEFAULT)) c->value = c->default_value;
+    }
+    execute(*graph);
+    mine->finish();
+  });
+  return CUDA_SUCCESS;
+}
+
+CUresult sim_cuGraphInstantiateWithParams(CUgraphExec* out, CUgraph h, CUDA_GRAPH_INSTANTIATE_PARAMS* p) {
+  TETHER_SIM_ENTER(cuGraphInstantiateWithParams);
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  p->hErrNode_out = nullptr;
+  CUresult r = instantiate(out, h, p->flags, &p->hErrNode_out);
+  p->result_out = r == CUDA_SUCCESS ? CUDA_GRAPH_INSTANTIATE_SUCCESS : CUDA_GRAPH_INSTANTIATE_ERROR;
+  if (r == CUDA_SUCCESS && (p->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD)) {
+    Stream* s = stream_of(p->hUploadStream);
+    if (s) launch(exec_of(*out), s, true);
+  }
+  return r;
+}
+
+CUresult sim_cuGraphExecDestroy(CUgraphExec h) {
+  TETHER_SIM_ENTER(cuGraphExecDestroy);
+  Exec* e = exec_of(h);
+  if (!e) return CUDA_ERROR_INVALID_VALUE;
+  {
+    std::lock_guard lock(execs().mu);
+    execs().live.erase(e);
+  }
+  std::shared_ptr<RefSet> refs;
+  {
+    std::lock_guard lock(e->mu);
+    refs = std::move(e->refs);
+  }
+  delete e;
+  // Dropping the last holder releases the references: here, synchronously, if the executable was
+  // never launched or uploaded (4e); otherwise on the driver thread after pending launches (4a2, 5a).
+  refs.reset();
+  return CUDA_SUCCESS;
+}
+
+CUresult sim_cuGraphLaunch(CUgraphExec h, CUstream hs) {
+  TETHER_SIM_ENTER(cuGraphLaunch);
+  Exec* e = exec_of(h);
+  if (!e) return CUDA_ERROR_INVALID_VALUE;
+  Stream* s = stream_of(hs);
+  if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  {
+    std::lock_guard<std::recursive_mutex> lock(graph_mutex());
+    if (s->capture) return fail(CUDA_ERROR_NOT_SUPPORTED, "the simulator does not capture graph launches");
+  }
+  return launch(e, s, false);
+}
+
+CUresult sim_cuGraphUpload(CUgraphExec h, CUstream hs) {
+  TETHER_SIM_ENTER(cuGraphUpload);
+  Exec* e = exec_of(h);
+  if (!e) return CUDA_ERROR_INVALID_VALUE;
+  Stream* s = stream_of(hs);
+  if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  return launch(e, s, true);
+}
+
+CUresult sim_cuGraphExecGetFlags(CUgraphExec h, cuuint64_t* flags) {
+  TETHER_SIM_ENTER(cuGraphExecGetFlags);
+  Exec* e = exec_of(h);
+  if (!e || !flags) return CUDA_ERROR_INVALID_VALUE;
+  *flags = e->flags;
+  return CUDA_SUCCESS;
+}
+
+// ----------------------------------------------------------------------------- whole update
+
+struct Mismatch {
+  CUgraphExecUpdateResult result = CU_GRAPH_EXEC_UPDATE_SUCCESS;
+  const Node* node = nullptr;
+};
+
+Mismatch compare(const ExecGraph& eg, const Graph* g) {
+  if (eg.nodes.size() != g->nodes.size()) return {CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED, nullptr};
+  std::unordered_map<const Node*, int> idx;
+  for (std::size_t i = 0; i < g->nodes.size(); ++i) idx[g->nodes[i]] = static_cast<int>(i);
+  for (std::size_t i = 0; i < g->nodes.size(); ++i) {
+    const ExecNode& a = *eg.nodes[i];
+    const Node* b = g->nodes[i];
+    if (a.type != b->type) return {CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED, b};
+    std::vector<int> deps;
+    for (const Node* d : b->deps) deps.push_back(idx.at(d));
+    std::vector<int> ad = a.deps;
+    std::sort(deps.begin(), deps.end());
+    std::sort(ad.begin(), ad.end());
+    if (ad != deps) return {CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED, b};
+    if (auto* c = std::get_if<ChildP>(&b->params)) {
+      Mismatch m = compare(*a.subs[0], c->graph);
+      if (m.result != CU_GRAPH_EXEC_UPDATE_SUCCESS) return {m.result, b};
+    }
+    if (auto* c = std::get_if<CondP>(&b->params)) {
+      const auto& ac = std::get<CondP>(a.params);
+      if (ac.type != c->type || ac.size != c->size) return {CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED, b};
+      for (std::size_t k = 0; k < c->bodies.size(); ++k) {
+        Mismatch m = compare(*a.subs[k], c->bodies[k]);
+        if (m.result != CU_GRAPH_EXEC_UPDATE_SUCCESS) return {m.result, b};
+      }
+    }
+    if (auto* x = std::get_if<AllocP>(&b->params))
+      if (std::get<AllocP>(a.params).p.dptr != x->p.dptr) return {CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED, b};
+    if (auto* x = std::get_if<FreeP>(&b->params))
+      if (std::get<FreeP>(a.params).dptr != x->dptr) return {CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED, b};
+  }
+  return {};
+}
+
+// Carries the enable/disable state of the executable's nodes into a newly built graph.
+std::shared_ptr<ExecGraph> keep_enabled(const ExecGraph& old, const ExecGraph& fresh) {
+  auto eg = std::make_shared<ExecGraph>(fresh);
+  eg->handles = old.handles;
+  for (std::size_t i = 0; i < eg->nodes.size() && i < old.nodes.size(); ++i)
+    if (!old.nodes[i]->enabled) {
+      auto n = std::make_shared<ExecNode>(*eg->nodes[i]);
+      n->enabled = false;
+      eg->nodes[i] = std::move(n);
+    }
+  return eg;
+}
+
+CUresult sim_cuGraphExecUpdate(CUgraphExec h, CUgraph hg, CUgraphExecUpdateResultInfo* info) {
+  TETHER_SIM_ENTER(cuGraphExecUpdate);
+  if (info) *info = CUgraphExecUpdateResultInfo{CU_GRAPH_EXEC_UPDATE_SUCCESS, nullptr, nullptr};
+  Exec* e = exec_of(h);
+  if (!e) return CUDA_ERROR_INVALID_VALUE;
+  std::shared_ptr<RefSet> old;
+  {
+    std::lock_guard<std::recursive_mutex> glock(graph_mutex());
+    Graph* g = graph_of(hg);
+    if (!g) return CUDA_ERROR_INVALID_VALUE;
+    std::lock_guard lock(e->mu);
+    Mismatch m = compare(*e->graph, g);
+    if (m.result != CU_GRAPH_EXEC_UPDATE_SUCCESS) {
+      if (info) {
+        info->result = m.result;
+        info->errorNode = handle(const_cast<Node*>(m.node));
+      }
+      return CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+    }
+    auto fresh = build(g);
+    if (!fresh) return CUDA_ERROR_INVALID_VALUE;
+    e->graph = keep_enabled(*e->graph, *fresh);
+    for (std::size_t i = 0; i < g->nodes.size(); ++i) e->index[g->nodes[i]] = static_cast<int>(i);
+    // The new references are taken before the old ones go, so objects held by both survive (7b).
+    old = std::exchange(e->refs, make_refs(g, e->deferred));
+  }
+  old.reset();  // released now, or after in-flight launches that still hold them (7d)
+  return CUDA_SUCCESS;
+}
+
+// ----------------------------------------------------------------------------- per-node updates
+
+// Finds the top-level exec node of `hnode` and replaces it with `update(copy)`.
+template <class F>
+CUresult update_node(CUgraphExec h, CUgraphNode hnode, CUgraphNodeType type, F&& update) {
+  Exec* e = exec_of(h);
+  if (!e) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(e->mu);
+  auto it = e->index.find(reinterpret_cast<const Node*>(hnode));
+  if (it == e->index.end())
+    return fail(CUDA_ERROR_INVALID_VALUE, "the node is not part of the graph this executable was made from");
+  std::size_t i = static_cast<std::size_t>(it->second);
+  if (e->graph->nodes[i]->type != type) return fail(CUDA_ERROR_INVALID_VALUE, "the node is of another type");
+  auto n = std::make_shared<ExecNode>(*e->graph->nodes[i]);
+  if (CUresult r = update(*n, static_cast<int>(i), *e)) return r;
+  auto eg = std::make_shared<ExecGraph>(*e->graph);
+  eg->nodes[i] = std::move(n);
+  e->graph = std::move(eg);
+  return CUDA_SUCCESS;
+}
+
+CUresult sim_cuGraphExecKernelNodeSetParams(CUgraphExec h, CUgraphNode n, const CUDA_KERNEL_NODE_PARAMS* p) {
+  TETHER_SIM_ENTER(cuGraphExecKernelNodeSetParams);
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  return update_node(h, n, CU_GRAPH_NODE_TYPE_KERNEL, [&](ExecNode& x, int, Exec&) {
+    KernelP k;
+    if (CUresult r = make_kernel_params(*p, k)) return r;
+    x.params = std::move(k);
+    return CUDA_SUCCESS;
+  });
+}
+CUresult sim_cuGraphExecMemcpyNodeSetParams(CUgraphExec h, CUgraphNode n, const CUDA_MEMCPY3D* p, CUcontext ctx) {
+  TETHER_SIM_ENTER(cuGraphExecMemcpyNodeSetParams);
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  return update_node(h, n, CU_GRAPH_NODE_TYPE_MEMCPY, [&](ExecNode& x, int, Exec&) {
+    MemcpyP m;
+    if (CUresult r = make_memcpy_params(*p, ctx, m)) return r;
+    x.params = m;
+    return CUDA_SUCCESS;
+  });
+}
+CUresult sim_cuGraphExecMemsetNodeSetParams(CUgraphExec h, CUgraphNode n, const CUDA_MEMSET_NODE_PARAMS* p,
+                                            CUcontext ctx) {
+  TETHER_SIM_ENTER(cuGraphExecMemsetNodeSetParams);
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  return update_node(h, n, CU_GRAPH_NODE_TYPE_MEMSET, [&](ExecNode& x, int, Exec&) {
+    MemsetP m;
+    if (CUresult r = make_memset_params(*p, ctx, m)) return r;
+    x.params = m;
+    return CUDA_SUCCESS;
+  });
+}
+CUresult sim_cuGraphExecHostNodeSetParams(CUgraphExec h, CUgraphNode n, const CUDA_HOST_NODE_PARAMS* p) {
+  TETHER_SIM_ENTER(cuGraphExecHostNodeSetParams);
+  if (!p || !p->fn) return CUDA_ERROR_INVALID_VALUE;
+  return update_node(h, n, CU_GRAPH_NODE_TYPE_HOST, [&](ExecNode& x, int, Exec&) {
+    x.params = HostP{p->fn, p->userData};
+    return CUDA_SUCCESS;
+  });
+}
+template <class P>
+CUresult exec_set_event(CUgraphExec h, CUgraphNode n, CUevent ev, CUgraphNodeType type) {
+  Event* e = event_of(ev);
+  if (!e || e->destroyed) return CUDA_ERROR_INVALID_HANDLE;
+  return update_node(h, n, type, [&](ExecNode& x, int, Exec&) {
+    x.params = P{e};
+    return CUDA_SUCCESS;
+  });
+}
+CUresult sim_cuGraphExecEventRecordNodeSetEvent(CUgraphExec h, CUgraphNode n, CUevent e) {
+  TETHER_SIM_ENTER(cuGraphExecEventRecordNodeSetEvent);
+  return exec_set_event<RecordP>(h, n, e, CU_GRAPH_NODE_TYPE_EVENT_RECORD);
+}
+CUresult sim_cuGraphExecEventWaitNodeSetEvent(CUgraphExec h, CUgraphNode n, CUevent e) {
+  TETHER_SIM_ENTER(cuGraphExecEventWaitNodeSetEvent);
+  return exec_set_event<WaitP>(h, n, e, CU_GRAPH_NODE_TYPE_WAIT_EVENT);
+}
+
+CUresult sim_cuGraphExecChildGraphNodeSetParams(CUgraphExec h, CUgraphNode n, CUgraph child) {
+  TETHER_SIM_ENTER(cuGraphExecChildGraphNodeSetParams);
+  std::shared_ptr<RefSet> old;
+  CUresult r;
+  {
+    std::lock_guard<std::recursive_mutex> glock(graph_mutex());
+    Graph* g = graph_of(child);
+    if (!g) return CUDA_ERROR_INVALID_VALUE;
+    r = update_node(h, n, CU_GRAPH_NODE_TYPE_GRAPH, [&](ExecNode& x, int top, Exec& e) {
+      if (compare(*x.subs[0], g).result != CU_GRAPH_EXEC_UPDATE_SUCCESS)
+        return fail(CUDA_ERROR_INVALID_VALUE, "the new child graph's topology differs from the instantiated one");
+      auto sub = build(g);
+      if (!sub) return CUDA_ERROR_INVALID_VALUE;
+      x.subs[0] = std::move(sub);
+      // Swap the child's references: the exec drops the old child's and holds the new one's (6d).
+      auto rs = std::make_shared<RefSet>();
+      rs->deferred = e.deferred;
+      for (const RefEntry& re : e.refs->refs)
+        if (re.top_node != top) rs->refs.push_back(re), re.obj->refs.fetch_add(re.count);
+      std::vector<RefEntry> fresh;
+      collect_refs(g, top, fresh);
+      for (const RefEntry& re : fresh) rs->refs.push_back(re), re.obj->refs.fetch_add(re.count);
+      old = std::exchange(e.refs, rs);
+      return CUDA_SUCCESS;
+    });
+  }
+  old.reset();
+  return r;
+}
+
+CUresult sim_cuGraphExecNodeSetParams(CUgraphExec h, CUgraphNode n, CUgraphNodeParams* p) {
+  TETHER_SIM_ENTER(cuGraphExecNodeSetParams);
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  switch (p->type) {
+    case CU_GRAPH_NODE_TYPE_KERNEL: {
+      CUDA_KERNEL_NODE_PARAMS k{};
+      std::memcpy(&k, &p->kernel, sizeof k);
+      return update_node(h, n, p->type, [&](ExecNode& x, int, Exec&) {
+        KernelP kp;
+        if (CUresult r = make_kernel_params(k, kp)) return r;
+        x.params = std::move(kp);
+        return CUDA_SUCCESS;
+      });
+    }
+    case CU_GRAPH_NODE_TYPE_MEMCPY:
+      return update_node(h, n, p->type, [&](ExecNode& x, int, Exec&) {
+        MemcpyP m;
+        if (CUresult r = make_memcpy_params(p->memcpy.copyParams, p->memcpy.copyCtx, m)) return r;
+        x.params = m;
+        return CUDA_SUCCESS;
+      });
+    case CU_GRAPH_NODE_TYPE_MEMSET:
+      return update_node(h, n, p->type, [&](ExecNode& x, int, Exec&) {
+        CUDA_MEMSET_NODE_PARAMS in{p->memset.dst, p->memset.pitch, p->memset.value, p->memset.elementSize,
+                                   p->memset.width, p->memset.height};
+        MemsetP m;
+        if (CUresult r = make_memset_params(in, p->memset.ctx, m)) return r;
+        x.params = m;
+        return CUDA_SUCCESS;
+      });
+    case CU_GRAPH_NODE_TYPE_HOST:
+      if (!p->host.fn) return CUDA_ERROR_INVALID_VALUE;
+      return update_node(h, n, p->type, [&](ExecNode& x, int, Exec&) {
+        x.params = HostP{p->host.fn, p->host.userData};
+        return CUDA_SUCCESS;
+      });
+    case CU_GRAPH_NODE_TYPE_EVENT_RECORD: return exec_set_event<RecordP>(h, n, p->eventRecord.event, p->type);
+    case CU_GRAPH_NODE_TYPE_WAIT_EVENT: return exec_set_event<WaitP>(h, n, p->eventWait.event, p->type);
+    default: return fail(CUDA_ERROR_NOT_SUPPORTED, "this node type cannot be updated in an executable graph");
+  }
+}
+
+CUresult sim_cuGraphNodeSetEnabled(CUgraphExec h, CUgraphNode n, unsigned on) {
+  TETHER_SIM_ENTER(cuGraphNodeSetEnabled);
+  Exec* e = exec_of(h);
+  if (!e) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(e->mu);
+  auto it = e->index.find(reinterpret_cast<const Node*>(n));
+  if (it == e->index.end()) return CUDA_ERROR_INVALID_VALUE;
+  std::size_t i = static_cast<std::size_t>(it->second);
+  CUgraphNodeType t = e->graph->nodes[i]->type;
+  if (t != CU_GRAPH_NODE_TYPE_KERNEL && t != CU_GRAPH_NODE_TYPE_MEMCPY && t != CU_GRAPH_NODE_TYPE_MEMSET)
+    return fail(CUDA_ERROR_INVALID_VALUE, "only kernel, memcpy and memset nodes can be disabled");
+  auto x = std::make_shared<ExecNode>(*e->graph->nodes[i]);
+  x->enabled = on != 0;
+  auto eg = std::make_shared<ExecGraph>(*e->graph);
+  eg->nodes[i] = std::move(x);
+  e->graph = std::move(eg);
+  return CUDA_SUCCESS;
+}
+CUresult sim_cuGraphNodeGetEnabled(CUgraphExec h, CUgraphNode n, unsigned* on) {
+  TETHER_SIM_ENTER(cuGraphNodeGetEnabled);
+  if (!on) return CUDA_ERROR_INVALID_VALUE;
+  Exec* e = exec_of(h);
+  if (!e) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(e->mu);
+  auto it = e->index.find(reinterpret_cast<const Node*>(n));
+  if (it == e->index.end()) return CUDA_ERROR_INVALID_VALUE;
+  const ExecNode& x = *e->graph->nodes[static_cast<std::size_t>(it->second)];
+  if (x.type != CU_GRAPH_NODE_TYPE_KERNEL && x.type != CU_GRAPH_NODE_TYPE_MEMCPY && x.type != CU_GRAPH_NODE_TYPE_MEMSET)
+    return CUDA_ERROR_INVALID_VALUE;
+  *on = x.enabled ? 1 : 0;
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+void fill_exec(tether::detail::DriverTable& t) {
+  using tether::detail::Entry;
+  t.set<Entry::cuGraphInstantiateWithFlags>(&sim_cuGraphInstantiateWithFlags);
+  t.set<Entry::cuGraphInstantiateWithParams>(&sim_cuGraphInstantiateWithParams);
+  t.set<Entry::cuGraphExecDestroy>(&sim_cuGraphExecDestroy);
+  t.set<Entry::cuGraphLaunch>(&sim_cuGraphLaunch);
+  t.set<Entry::cuGraphUpload>(&sim_cuGraphUpload);
+  t.set<Entry::cuGraphExecUpdate>(&sim_cuGraphExecUpdate);
+  t.set<Entry::cuGraphExecGetFlags>(&sim_cuGraphExecGetFlags);
+  t.set<Entry::cuGraphExecNodeSetParams>(&sim_cuGraphExecNodeSetParams);
+  t.set<Entry::cuGraphExecKernelNodeSetParams>(&sim_cuGraphExecKernelNodeSetParams);
+  t.set<Entry::cuGraphExecMemcpyNodeSetParams>(&sim_cuGraphExecMemcpyNodeSetParams);
+  t.set<Entry::cuGraphExecMemsetNodeSetParams>(&sim_cuGraphExecMemsetNodeSetParams);
+  t.set<Entry::cuGraphExecHostNodeSetParams>(&sim_cuGraphExecHostNodeSetParams);
+  t.set<Entry::cuGraphExecChildGraphNodeSetParams>(&sim_cuGraphExecChildGraphNodeSetParams);
+  t.set<Entry::cuGraphExecEventRecordNodeSetEvent>(&sim_cuGraphExecEventRecordNodeSetEvent);
+  t.set<Entry::cuGraphExecEventWaitNodeSetEvent>(&sim_cuGraphExecEventWaitNodeSetEvent);
+  t.set<Entry::cuGraphNodeSetEnabled>(&sim_cuGraphNodeSetEnabled);
+  t.set<Entry::cuGraphNodeGetEnabled>(&sim_cuGraphNodeGetEnabled);
+}
+
+std::size_t live_execs() {
+  std::lock_guard lock(execs().mu);
+  return execs().live.size();
+}
+
+}  // namespace tether::sim::detail

@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 The tether authors
+//
+// The public face of the simulated CUDA driver: kernel twins, options, the violation log and
+// fault injection. The simulator itself serves the same entry-point table as the real driver
+// (see docs/simulator.md for what it models).
+#pragma once
+
+#include "../config.hpp"
+#include "../prelude.hpp"
+#include "../driver/error.hpp"
+
+TETHER_EXPORT namespace tether::sim {
+
+/// Options of the simulated driver. They take effect when it is first opened
+/// (`Runtime::simulated()`); the environment variable `TETHER_SIM_DEVICES` sets `devices` too.
+struct Options {
+  int devices = 1;                                      ///< number of simulated devices
+  std::size_t memory_per_device = std::size_t{16} << 30;  ///< bytes cuMemAlloc may hand out per device
+};
+
+/// Sets the options of the simulator. Throws UsageError if the simulator is already open with
+/// other options. Thread safety: call before opening the simulator.
+void configure(const Options& options);
+
+/// What a kernel twin is told about the launch it executes.
+struct LaunchInfo {
+  std::string_view kernel;       ///< the kernel's name
+  std::array<unsigned, 3> grid;  ///< gridDim x, y, z
+  std::array<unsigned, 3> block; ///< blockDim x, y, z
+  unsigned shared_mem_bytes;     ///< dynamic shared memory requested
+  /// Threads in the whole launch (grid * block), the usual loop bound of a twin.
+  std::size_t threads() const noexcept {
+    return std::size_t{grid[0]} * grid[1] * grid[2] * block[0] * block[1] * block[2];
+  }
+};
+
+/// Size and kind of one kernel parameter, as the simulator reads it from `kernelParams`.
+struct ParamInfo {
+  std::size_t size;   ///< sizeof the parameter
+  bool pointer;       ///< a pointer: checked against live allocations when the launch executes
+};
+
+/// The type-erased body of a twin: `args[i]` points at the value of parameter i.
+using TwinBody = std::function<void(const LaunchInfo&, const void* const* args)>;
+
+/// Registers (or replaces) the host twin of kernel `name` with an explicit parameter list.
+/// Prefer `register_kernel<Args...>`. Thread safety: safe to call concurrently.
+void register_kernel_erased(std::string name, std::vector<ParamInfo> params, TwinBody body);
+
+/// Registers the host twin of kernel `name`, whose parameters are `Args...` (as in the kernel's
+/// signature). When a launch of `name` executes on the simulator, `body(info, args...)` runs on
+/// the stream's worker thread with the real argument values; pointer arguments are simulated
+/// device addresses the twin may read and write. The real driver ignores twins.
+///
+///     tether::sim::register_kernel<float*, float, int>("scale",
+///         [](const tether::sim::LaunchInfo&, float* x, float a, int n) {
+///           for (int i = 0; i < n; ++i) x[i] *= a;
+///         });
+template <class... Args, class F>
+  requires std::invocable<F&, const LaunchInfo&, Args...>
+void register_kernel(std::string name, F body) {
+  static_assert((std::is_trivially_copyable_v<Args> && ...), "kernel parameters must be trivially copyable");
+  std::vector<ParamInfo> params{ParamInfo{sizeof(Args), std::is_pointer_v<Args>}...};
+  register_kernel_erased(std::move(name), std::move(params),
+                         [body = std::move(body)](const LaunchInfo& info, const void* const* args) mutable {
+                           [&]<std::size_t... I>(std::index_sequence<I...>) {
+                             body(info, [&] {
+                               alignas(Args) std::byte raw[sizeof(Args)];
+                               std::memcpy(raw, args[I], sizeof(Args));
+                               return *std::launder(reinterpret_cast<Args*>(raw));
+                             }()...);
+                           }(std::index_sequence_for<Args...>{});
+                         });
+}
+
+/// Removes the twin of `name`; returns whether there was one.
+bool unregister_kernel(std::string_view name);
+
+/// Sets the value of a conditional handle from inside a twin (what `cudaGraphSetConditional`
+/// does in device code). `handle` is the `CUgraphConditionalHandle` value.
+void set_conditional(std::uint64_t handle, unsigned value);
+
+/// Kinds of driver misuse the simulator detects. Each is a bug in the caller (for tether: a
+/// lifetime bug); the real driver would crash, corrupt memory or silently misbehave.
+enum class ViolationKind {
+  use_after_free,        ///< a launch or copy touched freed device or pinned memory
+  over_release,          ///< a user object or graph reference was released more often than retained
+  call_in_destructor,    ///< a CUDA call was made from inside a user-object destructor
+  call_in_callback,      ///< a CUDA call was made from inside a host function/host node
+  double_node_destroy,   ///< cuGraphDestroyNode on a destroyed node (crashes the real driver)
+  self_child,            ///< a graph added as its own child (crashes the real driver)
+  destroyed_node_use,    ///< a destroyed node handle was used (the real driver does not check)
+  unloaded_module_use,   ///< a launch used a function whose module or library was unloaded
+  destroyed_event_use,   ///< an event record/wait node or operation used a destroyed event
+};
+
+/// "use_after_free", ...
+std::string_view to_string(ViolationKind kind) noexcept;
+
+/// One detected violation.
+struct Violation {
+  ViolationKind kind;
+  std::string entry_point;  ///< the entry point in which it was detected ("" for launches)
+  std::string detail;       ///< what exactly happened
+};
+
+/// Every violation since the last `clear_violations()`, oldest first.
+std::vector<Violation> violations();
+/// Forgets the recorded violations.
+void clear_violations();
+/// When on, a violation aborts the process after printing it (for debugging a test).
+void set_violations_fatal(bool fatal);
+
+/// Fails the `nth` call (1 = the next one) of `entry_point` from now on with `result`, without
+/// doing anything else. `entry_point` is an unversioned driver name such as
+/// "cuGraphAddKernelNode", or "*" for any entry point. Several faults can be pending. Throws
+/// UsageError for an unknown entry point or nth == 0.
+void fail_call(std::string_view entry_point, std::uint64_t nth, Errc result = Errc::out_of_memory);
+/// Drops every pending fault.
+void clear_faults();
+/// Number of faults injected (calls failed on purpose) since start.
+std::uint64_t injected_faults();
+
+/// Calls of `entry_point` ("*" for all) since the last `reset_call_counts()`.
+std::uint64_t call_count(std::string_view entry_point);
+/// Sets every call counter to zero.
+void reset_call_counts();
+
+/// Live objects in the simulator, for leak checks in tests.
+struct Stats {
+  std::size_t device_allocations = 0;  ///< cuMemAlloc blocks not freed
+  std::size_t host_allocations = 0;    ///< cuMemAllocHost blocks not freed
+  std::size_t user_objects = 0;        ///< user objects whose destructor has not run
+  std::size_t graphs = 0;              ///< graphs (root, clones and embedded/body graphs)
+  std::size_t execs = 0;               ///< executable graphs
+  std::size_t streams = 0;             ///< streams created and not destroyed
+  std::size_t events = 0;              ///< events created and not destroyed
+  std::size_t modules = 0;             ///< modules and libraries loaded
+};
+/// A snapshot of the live objects.
+Stats stats();
+
+/// Blocks until every stream is idle and every deferred user-object destructor has run, or the
+/// timeout passes; returns whether everything finished.
+bool quiesce(std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
+}  // namespace tether::sim

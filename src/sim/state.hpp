@@ -1,0 +1,306 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 The tether authors
+//
+// Internal state of the simulated driver. Not part of the public API (not included by tether.hpp).
+// The model follows ../shared/design/DRIVER_FACTS.md; docs/simulator.md explains it.
+#pragma once
+
+#include <deque>
+#include <map>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+#include <variant>
+
+#include "../driver/table.hpp"
+#include "sim.hpp"
+
+namespace tether::sim::detail {
+
+using tether::detail::Entry;
+using Clock = std::chrono::steady_clock;
+
+// ----------------------------------------------------------------------------- call context
+
+struct Ctx;
+struct Stream;
+
+// Why thread-local: CUDA's current context is per thread, and so is "this thread is inside a
+// user-object destructor / host callback", where the real driver refuses most calls.
+struct ThreadState {
+  Ctx* current = nullptr;
+  std::vector<Ctx*> stack;
+  int in_destructor = 0;
+  int in_callback = 0;
+  std::string explain;  // simulator-only detail for the last failing call on this thread
+};
+ThreadState& ts();
+
+// Prologue of every entry point: counts the call, applies injected faults, refuses calls from
+// destructors and callbacks like the real driver (and records those as violations).
+CUresult enter(Entry e);
+#define TETHER_SIM_ENTER(name)                                                                  \
+  do {                                                                                          \
+    if (CUresult enter_result_ = ::tether::sim::detail::enter(::tether::detail::Entry::name);    \
+        enter_result_ != CUDA_SUCCESS)                                                          \
+      return enter_result_;                                                                     \
+  } while (0)
+
+void record_violation(ViolationKind kind, std::string_view entry, std::string detail);
+// Sets the simulator's explanation of the error being returned (see DriverTable::explain).
+CUresult fail(CUresult r, std::string explanation);
+
+// ----------------------------------------------------------------------------- contexts, memory
+
+struct Ctx {
+  int device = 0;
+  int primary_refs = 0;
+  Stream* null_stream = nullptr;  // created on first use
+};
+Ctx* ctx_of(CUcontext c);
+CUcontext handle(Ctx* c);
+Ctx* current_ctx();  // nullptr when none is current
+int device_count();
+
+enum class Range { live, freed, unknown };
+// Classifies [p, p+n) against the simulator's allocations. `device` restricts to device blocks.
+Range classify(std::uintptr_t p, std::size_t n, bool device_only);
+// Checks an operand of a copy/set/launch at execution time; records use_after_free if freed.
+bool check_operand(std::uintptr_t p, std::size_t n, bool device_only, std::string_view entry, const char* what);
+std::uintptr_t device_alloc(std::size_t bytes, int device, CUresult& err);
+void device_free_block(std::uintptr_t p);
+
+// ----------------------------------------------------------------------------- user objects
+
+struct UserObj {
+  std::atomic<std::int64_t> refs{0};
+  void* ptr = nullptr;
+  CUhostFn destroy = nullptr;
+  std::atomic<bool> destroyed{false};
+};
+bool uo_valid(UserObj* u);
+// Drops n references; runs the destructor on this thread if the count reaches zero.
+void uo_release(UserObj* u, std::int64_t n, std::string_view entry);
+UserObj* uo_of(CUuserObject o);
+
+// References held by an executable (or one launch of it). When the last holder drops the set,
+// the references are released: on the calling thread if the executable was never launched or
+// uploaded, otherwise later on the driver's own thread (DRIVER_FACTS 4a2, 4e, 4f, 5a-5e).
+struct RefEntry {
+  UserObj* obj;
+  std::uint32_t count;
+  int top_node;  // index of the top-level exec node whose subtree holds it, -1 for the root graph
+};
+struct RefSet {
+  std::vector<RefEntry> refs;
+  std::shared_ptr<std::atomic<bool>> deferred;  // shared with the exec: set on first launch/upload
+  ~RefSet();
+};
+
+// The driver-internal thread that runs deferred destructors one after another.
+void post_deferred(std::function<void()> task);
+
+// ----------------------------------------------------------------------------- modules
+
+struct Twin {
+  std::string name;
+  std::vector<ParamInfo> params;
+  TwinBody body;
+};
+struct Module {
+  bool unloaded = false;
+  bool library = false;
+};
+struct Function {
+  std::string name;
+  std::shared_ptr<const Twin> twin;
+  Module* module = nullptr;
+};
+Function* function_of(CUfunction f);   // nullptr if not a simulator function
+Function* function_of(CUkernel k);
+std::shared_ptr<const Twin> find_twin(std::string_view name);
+
+// ----------------------------------------------------------------------------- events, streams
+
+struct Event {
+  unsigned flags = 0;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::uint64_t recorded = 0;  // generation of the latest record
+  std::uint64_t done = 0;      // generation completed
+  Clock::time_point when{};
+  bool destroyed = false;
+  // Capture: a record made while its stream was capturing marks a fork/join point.
+  struct Capture* capture = nullptr;
+  std::vector<struct Node*> capture_deps;
+};
+Event* event_of(CUevent e);  // nullptr if unknown
+void event_complete(Event* e, std::uint64_t gen);
+void event_wait(Event* e, std::uint64_t gen);
+
+struct Capture {
+  struct Graph* graph = nullptr;
+  bool owns_graph = true;
+  std::uint64_t id = 0;
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+  CUresult invalidated = CUDA_SUCCESS;
+  Stream* origin = nullptr;
+  std::vector<Stream*> streams;
+};
+
+struct Stream {
+  Ctx* ctx = nullptr;
+  unsigned flags = 0;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::function<void()>> q;
+  std::uint64_t enqueued = 0;
+  std::uint64_t completed = 0;
+  bool stop = false;
+  std::thread worker;
+  // capture state (guarded by the simulator's graph mutex)
+  Capture* capture = nullptr;
+  std::vector<struct Node*> capture_deps;
+
+  void push(std::function<void()> op);
+  void wait_idle();
+  bool idle();
+  void run();
+};
+// Resolves a stream handle (0 / CU_STREAM_LEGACY / CU_STREAM_PER_THREAD: the context's default
+// stream); nullptr if invalid.
+Stream* stream_of(CUstream s);
+std::vector<Stream*> all_streams();
+
+// ----------------------------------------------------------------------------- graphs
+
+struct Graph;
+struct ExecGraph;
+
+struct KernelP {
+  Function* func = nullptr;
+  std::array<unsigned, 3> grid{}, block{};
+  unsigned shared = 0;
+  std::vector<std::byte> args;
+  std::vector<std::size_t> offsets;
+  CUkernel kern = nullptr;
+  CUcontext ctx = nullptr;
+};
+struct MemcpyP {
+  CUDA_MEMCPY3D copy{};
+  CUcontext ctx = nullptr;
+};
+struct MemsetP {
+  CUDA_MEMSET_NODE_PARAMS p{};
+  CUcontext ctx = nullptr;
+};
+struct HostP {
+  CUhostFn fn = nullptr;
+  void* data = nullptr;
+};
+struct ChildP {
+  Graph* graph = nullptr;  // the embedded graph, owned by the node
+};
+struct RecordP {
+  Event* event = nullptr;
+};
+struct WaitP {
+  Event* event = nullptr;
+};
+struct AllocP {
+  CUDA_MEM_ALLOC_NODE_PARAMS p{};
+};
+struct FreeP {
+  CUdeviceptr dptr = 0;
+};
+struct CondP {
+  CUgraphConditionalHandle handle = 0;
+  CUgraphConditionalNodeType type = CU_GRAPH_COND_TYPE_IF;
+  unsigned size = 1;
+  std::vector<Graph*> bodies;  // owned by the node
+  CUcontext ctx = nullptr;
+};
+struct EmptyP {};
+using Params = std::variant<EmptyP, KernelP, MemcpyP, MemsetP, HostP, ChildP, RecordP, WaitP, AllocP, FreeP, CondP>;
+
+struct Node {
+  Graph* graph = nullptr;
+  CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
+  Params params;
+  std::vector<Node*> deps;        // incoming edges, in insertion order
+  std::vector<Node*> dependents;  // outgoing edges
+  bool destroyed = false;
+  std::uint64_t serial = 0;       // creation order within the graph
+};
+
+struct CondHandle {
+  std::atomic<unsigned> value{0};
+  unsigned default_value = 0;
+  unsigned flags = 0;
+  Graph* graph = nullptr;
+};
+
+struct Graph {
+  std::vector<Node*> nodes;    // live nodes in creation order
+  std::vector<Node*> zombies;  // destroyed nodes, kept so stale handles never crash the simulator
+  std::map<UserObj*, std::uint32_t> refs;
+  Node* owner = nullptr;       // the child/conditional node that owns this graph
+  std::uint64_t next_serial = 0;
+  std::unordered_map<const Node*, Node*> clone_map;  // original node -> node here (FindInClone)
+  std::vector<CUgraphConditionalHandle> handles;     // conditional handles created on this graph
+};
+
+// The simulator's big lock for graphs, nodes, execs and captures. Never held while a
+// user-object destructor runs (destructors may call back into the driver).
+std::recursive_mutex& graph_mutex();
+Graph* graph_of(CUgraph g);        // nullptr if not a live graph
+Node* node_of(CUgraphNode n);      // nullptr if unknown (never created or its graph is gone)
+CUgraph handle(Graph* g);
+CUgraphNode handle(Node* n);
+CondHandle* cond_of(CUgraphConditionalHandle h);
+
+// Node creation shared by the cuGraphAdd*Node entry points and stream capture. Validates deps.
+CUresult add_node(CUgraphNode* out, Graph* g, const CUgraphNode* deps, std::size_t ndeps, CUgraphNodeType type,
+                  Params params, std::string_view entry);
+CUresult make_kernel_params(const CUDA_KERNEL_NODE_PARAMS& in, KernelP& out);
+CUresult make_memcpy_params(const CUDA_MEMCPY3D& in, CUcontext ctx, MemcpyP& out);
+CUresult make_memset_params(const CUDA_MEMSET_NODE_PARAMS& in, CUcontext ctx, MemsetP& out);
+Graph* new_graph();
+// Deep copy (nodes, edges, nested graphs, references); fills clone_map of every copied graph.
+Graph* clone_graph(Graph* src, Node* owner);
+bool contains_conditional(const Graph* g);
+// Destroys a graph and every nested graph; collects the references it held into `released`.
+void destroy_graph(Graph* g, std::vector<std::pair<UserObj*, std::uint32_t>>& released);
+void release_collected(std::vector<std::pair<UserObj*, std::uint32_t>>& released, std::string_view entry);
+// References of a graph and its nested graphs (for instantiate and exec updates).
+void collect_refs(const Graph* g, int top_node, std::vector<RefEntry>& out);
+
+// ----------------------------------------------------------------------------- executables
+
+struct ExecNode {
+  CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
+  Params params;                                       // child/cond graph pointers unused here
+  std::vector<std::shared_ptr<const ExecGraph>> subs;  // child graph / conditional bodies
+  std::vector<int> deps;
+  bool enabled = true;
+};
+struct ExecGraph {
+  std::vector<std::shared_ptr<const ExecNode>> nodes;  // creation order
+  std::vector<int> order;                              // a topological order
+  std::vector<CUgraphConditionalHandle> handles;       // reset at launch (CU_GRAPH_COND_ASSIGN_DEFAULT)
+};
+std::shared_ptr<const ExecGraph> build_exec_graph(const Graph* g);
+
+// Executes one launch of a graph on the calling (stream worker) thread.
+void execute(const ExecGraph& eg);
+// Executes an enqueued kernel launch / copy / set on the calling thread (shared with graphs).
+void run_kernel(const KernelP& k);
+void run_memcpy(const CUDA_MEMCPY3D& c, std::string_view entry);
+void run_memset(const CUDA_MEMSET_NODE_PARAMS& m, std::string_view entry);
+
+}  // namespace tether::sim::detail
+
+namespace tether::sim {
+// Fills a driver table with the simulator's entry points (src/sim/table.cpp).
+std::unique_ptr<tether::detail::DriverTable> make_table();
+}  // namespace tether::sim

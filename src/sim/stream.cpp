@@ -1,0 +1,819 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 The tether authors
+//
+// Simulator: streams (one worker thread each, executing in order), events, host functions,
+// kernel launches, copies and sets (synchronous and asynchronous), stream capture.
+#include "state.hpp"
+
+namespace tether::sim::detail {
+
+namespace {
+
+template <class T>
+T& immortal() {
+  static T* p = new T();
+  return *p;
+}
+
+struct Streams {
+  std::mutex mu;
+  std::unordered_set<Stream*> live;
+};
+struct Events {
+  std::mutex mu;
+  std::unordered_set<Event*> all;  // destroyed events are kept (flagged) so stale handles never crash
+  std::size_t live = 0;
+};
+Streams& streams() { return immortal<Streams>(); }
+Events& events() { return immortal<Events>(); }
+std::atomic<std::uint64_t> g_capture_ids{0};
+
+Stream* make_stream(Ctx* ctx, unsigned flags) {
+  Stream* s = new Stream;
+  s->ctx = ctx;
+  s->flags = flags;
+  s->worker = std::thread([s] { s->run(); });
+  s->worker.detach();
+  std::lock_guard lock(streams().mu);
+  streams().live.insert(s);
+  return s;
+}
+
+}  // namespace
+
+void Stream::push(std::function<void()> op) {
+  std::lock_guard lock(mu);
+  q.push_back(std::move(op));
+  ++enqueued;
+  cv.notify_all();
+}
+
+void Stream::run() {
+  std::unique_lock lock(mu);
+  for (;;) {
+    cv.wait(lock, [&] { return !q.empty() || stop; });
+    if (q.empty() && stop) break;
+    std::function<void()> op = std::move(q.front());
+    q.pop_front();
+    lock.unlock();
+    op();
+    op = nullptr;  // drop what the operation held (references of a launch) before completing
+    lock.lock();
+    ++completed;
+    cv.notify_all();
+  }
+  lock.unlock();
+  delete this;
+}
+
+void Stream::wait_idle() {
+  std::unique_lock lock(mu);
+  cv.wait(lock, [&] { return completed == enqueued; });
+}
+
+bool Stream::idle() {
+  std::lock_guard lock(mu);
+  return completed == enqueued;
+}
+
+Stream* stream_of(CUstream h) {
+  if (h == nullptr || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD) {
+    Ctx* c = current_ctx();
+    if (!c) return nullptr;
+    std::lock_guard lock(streams().mu);
+    if (!c->null_stream) {
+      Stream* s = new Stream;
+      s->ctx = c;
+      s->worker = std::thread([s] { s->run(); });
+      s->worker.detach();
+      streams().live.insert(s);
+      c->null_stream = s;
+    }
+    return c->null_stream;
+  }
+  Stream* s = reinterpret_cast<Stream*>(h);
+  std::lock_guard lock(streams().mu);
+  return streams().live.count(s) ? s : nullptr;
+}
+
+std::vector<Stream*> all_streams() {
+  std::lock_guard lock(streams().mu);
+  return {streams().live.begin(), streams().live.end()};
+}
+
+Event* event_of(CUevent h) {
+  Event* e = reinterpret_cast<Event*>(h);
+  std::lock_guard lock(events().mu);
+  return events().all.count(e) ? e : nullptr;
+}
+
+void event_complete(Event* e, std::uint64_t gen) {
+  std::lock_guard lock(e->mu);
+  if (gen > e->done) e->done = gen;
+  e->when = Clock::now();
+  e->cv.notify_all();
+}
+
+void event_wait(Event* e, std::uint64_t gen) {
+  std::unique_lock lock(e->mu);
+  e->cv.wait(lock, [&] { return e->done >= gen; });
+}
+
+// ----------------------------------------------------------------------------- execution
+
+void run_kernel(const KernelP& k) {
+  Function* f = k.func;
+  if (!f) return;
+  if (f->module && f->module->unloaded) {
+    record_violation(ViolationKind::unloaded_module_use, "",
+                     fmt::format("kernel '{}' launched after its module or library was unloaded", f->name));
+    return;
+  }
+  const Twin& twin = *f->twin;
+  std::vector<const void*> ptrs(twin.params.size());
+  for (std::size_t i = 0; i < twin.params.size(); ++i) {
+    ptrs[i] = k.args.data() + k.offsets[i];
+    if (twin.params[i].pointer) {
+      std::uintptr_t p = 0;
+      std::memcpy(&p, ptrs[i], sizeof p);
+      if (p != 0 && !check_operand(p, 1, false, "", fmt::format("kernel '{}' argument {}", f->name, i).c_str()))
+        return;  // the kernel does not run: it would touch freed memory
+    }
+  }
+  LaunchInfo info{f->name, k.grid, k.block, k.shared};
+  try {
+    twin.body(info, ptrs.data());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tether simulator: the twin of kernel '%s' threw: %s\n", f->name.c_str(), e.what());
+  }
+}
+
+namespace {
+
+struct Span {
+  std::uintptr_t base;
+  bool device;
+};
+
+// Resolves one side of a 3D copy to an address and whether it is device memory.
+bool side(CUmemorytype type, const void* host, CUdeviceptr dev, Span& out) {
+  switch (type) {
+    case CU_MEMORYTYPE_HOST: out = {reinterpret_cast<std::uintptr_t>(host), false}; return true;
+    case CU_MEMORYTYPE_DEVICE: out = {static_cast<std::uintptr_t>(dev), true}; return true;
+    case CU_MEMORYTYPE_UNIFIED: {
+      std::uintptr_t p = static_cast<std::uintptr_t>(dev);
+      out = {p, classify(p, 1, true) != Range::unknown};
+      return true;
+    }
+    default: return false;
+  }
+}
+
+std::size_t extent(std::size_t width, std::size_t height, std::size_t depth, std::size_t pitch, std::size_t rows) {
+  if (height * depth <= 1) return width;
+  std::size_t p = pitch ? pitch : width;
+  std::size_t r = rows ? rows : height;
+  return ((depth - 1) * r + (height - 1)) * p + width;
+}
+
+}  // namespace
+
+void run_memcpy(const CUDA_MEMCPY3D& c, std::string_view entry) {
+  Span s{}, d{};
+  if (!side(c.srcMemoryType, c.srcHost, c.srcDevice, s) || !side(c.dstMemoryType, c.dstHost, c.dstDevice, d)) return;
+  std::size_t sp = c.srcPitch ? c.srcPitch : c.WidthInBytes, dp = c.dstPitch ? c.dstPitch : c.WidthInBytes;
+  std::size_t sh = c.srcHeight ? c.srcHeight : c.Height, dh = c.dstHeight ? c.dstHeight : c.Height;
+  std::size_t h = c.Height ? c.Height : 1, depth = c.Depth ? c.Depth : 1;
+  std::uintptr_t s0 = s.base + (c.srcZ * sh + c.srcY) * sp + c.srcXInBytes;
+  std::uintptr_t d0 = d.base + (c.dstZ * dh + c.dstY) * dp + c.dstXInBytes;
+  if (!check_operand(s0, extent(c.WidthInBytes, h, depth, sp, sh), s.device, entry, "copy source") ||
+      !check_operand(d0, extent(c.WidthInBytes, h, depth, dp, dh), d.device, entry, "copy destination"))
+    return;
+  for (std::size_t z = 0; z < depth; ++z)
+    for (std::size_t y = 0; y < h; ++y)
+      std::memmove(reinterpret_cast<void*>(d0 + (z * dh + y) * dp), reinterpret_cast<const void*>(s0 + (z * sh + y) * sp),
+                   c.WidthInBytes);
+}
+
+void run_memset(const CUDA_MEMSET_NODE_PARAMS& m, std::string_view entry) {
+  std::size_t rows = m.height ? m.height : 1;
+  std::size_t row_bytes = m.width * m.elementSize;
+  std::size_t pitch = m.pitch ? m.pitch : row_bytes;
+  if (!check_operand(static_cast<std::uintptr_t>(m.dst), (rows - 1) * pitch + row_bytes, true, entry, "memset destination"))
+    return;
+  for (std::size_t y = 0; y < rows; ++y) {
+    auto* row = reinterpret_cast<unsigned char*>(static_cast<std::uintptr_t>(m.dst) + y * pitch);
+    for (std::size_t x = 0; x < m.width; ++x) {
+      switch (m.elementSize) {
+        case 1: row[x] = static_cast<unsigned char>(m.value); break;
+        case 2: {
+          auto v = static_cast<std::uint16_t>(m.value);
+          std::memcpy(row + 2 * x, &v, 2);
+          break;
+        }
+        default: std::memcpy(row + 4 * x, &m.value, 4); break;
+      }
+    }
+  }
+}
+
+namespace {
+
+// ----------------------------------------------------------------------------- validation helpers
+
+CUresult need_ctx() {
+  return current_ctx() ? CUDA_SUCCESS : fail(CUDA_ERROR_INVALID_CONTEXT, "no context is current on this thread");
+}
+
+// A device range given to a copy or set must lie in one allocation.
+CUresult check_device(CUdeviceptr p, std::size_t n, std::string_view entry) {
+  switch (classify(static_cast<std::uintptr_t>(p), n == 0 ? 1 : n, true)) {
+    case Range::live: return CUDA_SUCCESS;
+    case Range::freed:
+      record_violation(ViolationKind::use_after_free, entry,
+                       fmt::format("{} on device memory 0x{:x} that was freed", entry, p));
+      return CUDA_ERROR_INVALID_VALUE;
+    case Range::unknown: break;
+  }
+  return fail(CUDA_ERROR_INVALID_VALUE, fmt::format("0x{:x}+{} is not inside one device allocation", p, n));
+}
+CUresult check_host(const void* p, std::size_t n, std::string_view entry) {
+  if (!p) return CUDA_ERROR_INVALID_VALUE;
+  if (classify(reinterpret_cast<std::uintptr_t>(p), n == 0 ? 1 : n, false) == Range::freed) {
+    record_violation(ViolationKind::use_after_free, entry, fmt::format("{} on pinned memory that was freed", entry));
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUDA_MEMCPY3D linear_copy(CUmemorytype dt, void* dh, CUdeviceptr dd, CUmemorytype st, const void* sh, CUdeviceptr sd,
+                          std::size_t n) {
+  CUDA_MEMCPY3D c{};
+  c.srcMemoryType = st;
+  c.srcHost = sh;
+  c.srcDevice = sd;
+  c.dstMemoryType = dt;
+  c.dstHost = dh;
+  c.dstDevice = dd;
+  c.WidthInBytes = n;
+  c.Height = 1;
+  c.Depth = 1;
+  return c;
+}
+
+CUDA_MEMSET_NODE_PARAMS linear_set(CUdeviceptr dst, unsigned value, unsigned esize, std::size_t n) {
+  CUDA_MEMSET_NODE_PARAMS m{};
+  m.dst = dst;
+  m.value = value;
+  m.elementSize = esize;
+  m.width = n;
+  m.height = 1;
+  return m;
+}
+
+// Either captures an operation into the stream's capture graph or runs it on the stream.
+// `make` builds the node's type and parameters; `op` is what the stream executes.
+CUresult enqueue(Stream* s, std::string_view entry, CUgraphNodeType type, const std::function<Params()>& make,
+                 std::function<void()> op) {
+  {
+    std::lock_guard lock(graph_mutex());
+    if (Capture* c = s->capture) {
+      if (c->invalidated != CUDA_SUCCESS) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+      CUgraphNode n = nullptr;
+      std::vector<CUgraphNode> deps;
+      for (Node* d : s->capture_deps) deps.push_back(handle(d));
+      CUresult r = add_node(&n, c->graph, deps.data(), deps.size(), type, make(), entry);
+      if (r != CUDA_SUCCESS) {
+        c->invalidated = r;
+        return r;
+      }
+      s->capture_deps = {node_of(n)};
+      return CUDA_SUCCESS;
+    }
+  }
+  s->push(std::move(op));
+  return CUDA_SUCCESS;
+}
+
+// Synchronous operations are ordered after the legacy default stream, like the real driver's.
+void sync_default() {
+  if (Ctx* c = current_ctx())
+    if (Stream* s = stream_of(nullptr)) (void)c, s->wait_idle();
+}
+
+bool capturing(Stream* s) {
+  std::lock_guard lock(graph_mutex());
+  return s->capture != nullptr;
+}
+
+// ----------------------------------------------------------------------------- copies and sets
+
+CUresult sim_cuMemcpy(CUdeviceptr dst, CUdeviceptr src, std::size_t n) {
+  TETHER_SIM_ENTER(cuMemcpy);
+  if (CUresult r = need_ctx()) return r;
+  CUDA_MEMCPY3D c = linear_copy(CU_MEMORYTYPE_UNIFIED, nullptr, dst, CU_MEMORYTYPE_UNIFIED, nullptr, src, n);
+  sync_default();
+  run_memcpy(c, "cuMemcpy");
+  return CUDA_SUCCESS;
+}
+CUresult sim_cuMemcpyHtoD(CUdeviceptr dst, const void* src, std::size_t n) {
+  TETHER_SIM_ENTER(cuMemcpyHtoD);
+  if (CUresult r = need_ctx()) return r;
+  if (CUresult r = check_device(dst, n, "cuMemcpyHtoD")) return r;
+  if (CUresult r = check_host(src, n, "cuMemcpyHtoD")) return r;
+  sync_default();
+  run_memcpy(linear_copy(CU_MEMORYTYPE_DEVICE, nullptr, dst, CU_MEMORYTYPE_HOST, src, 0, n), "cuMemcpyHtoD");
+  return CUDA_SUCCESS;
+}
+CUresult sim_cuMemcpyDtoH(void* dst, CUdeviceptr src, std::size_t n) {
+  TETHER_SIM_ENTER(cuMemcpyDtoH);
+  if (CUresult r = need_ctx()) return r;
+  if (CUresult r = check_device(src, n, "cuMemcpyDtoH")) return r;
+  if (CUresult r = check_host(dst, n, "cuMemcpyDtoH")) return r;
+  sync_default();
+  run_memcpy(linear_copy(CU_MEMORYTYPE_HOST, dst, 0, CU_MEMORYTYPE_DEVICE, nullptr, src, n), "cuMemcpyDtoH");
+  return CUDA_SUCCESS;
+}
+CUresult sim_cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, std::size_t n) {
+  TETHER_SIM_ENTER(cuMemcpyDtoD);
+  if (CUresult r = need_ctx()) return r;
+  if (CUresult r = check_device(dst, n, "cuMemcpyDtoD")) return r;
+  if (CUresult r = check_device(src, n, "cuMemcpyDtoD")) return r;
+  sync_default();
+  run_memcpy(linear_copy(CU_MEMORYTYPE_DEVICE, nullptr, dst, CU_MEMORYTYPE_DEVICE, nullptr, src, n), "cuMemcpyDtoD");
+  return CUDA_SUCCESS;
+}
+
+CUresult async_copy(CUDA_MEMCPY3D c, CUstream hs, std::string_view entry) {
+  Stream* s = stream_of(hs);
+  if (!s) return current_ctx() ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_CONTEXT;
+  return enqueue(
+      s, entry, CU_GRAPH_NODE_TYPE_MEMCPY, [&] { return Params{MemcpyP{c, handle(s->ctx)}}; },
+      [c, entry] { run_memcpy(c, entry); });
+}
+CUresult sim_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, std::size_t n, CUstream s) {
+  TETHER_SIM_ENTER(cuMemcpyAsync);
+  if (CUresult r = need_ctx()) return r;
+  return async_copy(linear_copy(CU_MEMORYTYPE_UNIFIED, nullptr, dst, CU_MEMORYTYPE_UNIFIED, nullptr, src, n), s,
+                    "cuMemcpyAsync");
+}
+CUresult sim_cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, std::size_t n, CUstream s) {
+  TETHER_SIM_ENTER(cuMemcpyHtoDAsync);
+  if (CUresult r = need_ctx()) return r;
+  if (CUresult r = check_device(dst, n, "cuMemcpyHtoDAsync")) return r;
+  if (CUresult r = check_host(src, n, "cuMemcpyHtoDAsync")) return r;
+  return async_copy(linear_copy(CU_MEMORYTYPE_DEVICE, nullptr, dst, CU_MEMORYTYPE_HOST, src, 0, n), s,
+                    "cuMemcpyHtoDAsync");
+}
+CUresult sim_cuMemcpyDtoHAsync(void* dst, CUdeviceptr src, std::size_t n, CUstream s) {
+  TETHER_SIM_ENTER(cuMemcpyDtoHAsync);
+  if (CUresult r = need_ctx()) return r;
+  if (CUresult r = check_device(src, n, "cuMemcpyDtoHAsync")) return r;
+  if (CUresult r = check_host(dst, n, "cuMemcpyDtoHAsync")) return r;
+  return async_copy(linear_copy(CU_MEMORYTYPE_HOST, dst, 0, CU_MEMORYTYPE_DEVICE, nullptr, src, n), s,
+                    "cuMemcpyDtoHAsync");
+}
+CUresult sim_cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, std::size_t n, CUstream s) {
+  TETHER_SIM_ENTER(cuMemcpyDtoDAsync);
+  if (CUresult r = need_ctx()) return r;
+  if (CUresult r = check_device(dst, n, "cuMemcpyDtoDAsync")) return r;
+  if (CUresult r = check_device(src, n, "cuMemcpyDtoDAsync")) return r;
+  return async_copy(linear_copy(CU_MEMORYTYPE_DEVICE, nullptr, dst, CU_MEMORYTYPE_DEVICE, nullptr, src, n), s,
+                    "cuMemcpyDtoDAsync");
+}
+
+CUresult set(CUdeviceptr dst, unsigned value, unsigned esize, std::size_t n, CUstream hs, bool async,
+             std::string_view entry) {
+  if (CUresult r = need_ctx()) return r;
+  if (CUresult r = check_device(dst, n * esize, entry)) return r;
+  CUDA_MEMSET_NODE_PARAMS m = linear_set(dst, value, esize, n);
+  if (!async) {
+    sync_default();
+    run_memset(m, entry);
+    return CUDA_SUCCESS;
+  }
+  Stream* s = stream_of(hs);
+  if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  return enqueue(
+      s, entry, CU_GRAPH_NODE_TYPE_MEMSET, [&] { return Params{MemsetP{m, handle(s->ctx)}}; },
+      [m, entry] { run_memset(m, entry); });
+}
+CUresult sim_cuMemsetD8(CUdeviceptr d, unsigned char v, std::size_t n) {
+  TETHER_SIM_ENTER(cuMemsetD8);
+  return set(d, v, 1, n, nullptr, false, "cuMemsetD8");
+}
+CUresult sim_cuMemsetD32(CUdeviceptr d, unsigned v, std::size_t n) {
+  TETHER_SIM_ENTER(cuMemsetD32);
+  return set(d, v, 4, n, nullptr, false, "cuMemsetD32");
+}
+CUresult sim_cuMemsetD8Async(CUdeviceptr d, unsigned char v, std::size_t n, CUstream s) {
+  TETHER_SIM_ENTER(cuMemsetD8Async);
+  return set(d, v, 1, n, s, true, "cuMemsetD8Async");
+}
+CUresult sim_cuMemsetD32Async(CUdeviceptr d, unsigned v, std::size_t n, CUstream s) {
+  TETHER_SIM_ENTER(cuMemsetD32Async);
+  return set(d, v, 4, n, s, true, "cuMemsetD32Async");
+}
+
+// ----------------------------------------------------------------------------- streams
+
+CUresult sim_cuStreamCreate(CUstream* out, unsigned flags) {
+  TETHER_SIM_ENTER(cuStreamCreate);
+  if (!out || (flags & ~unsigned{CU_STREAM_NON_BLOCKING})) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = need_ctx()) return r;
+  *out = reinterpret_cast<CUstream>(make_stream(current_ctx(), flags));
+  return CUDA_SUCCESS;
+}
+CUresult sim_cuStreamDestroy(CUstream h) {
+  TETHER_SIM_ENTER(cuStreamDestroy);
+  if (h == nullptr || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD) return CUDA_ERROR_INVALID_HANDLE;
+  Stream* s = stream_of(h);
+  if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  {
+    std::lock_guard lock(streams().mu);
+    streams().live.erase(s);
+  }
+  // Pending work still completes (as on the real driver); the worker then frees the stream.
+  std::lock_guard lock(s->mu);
+  s->stop = true;
+  s->cv.notify_all();
+  return CUDA_SUCCESS;
+}
+CUresult sim_cuStreamSynchronize(CUstream h) {
+  TETHER_SIM_ENTER(cuStreamSynchronize);
+  Stream* s = stream_of(h);
+  if (!s) return current_ctx() ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_CONTEXT;
+  if (capturing(s)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  s->wait_idle();
+  return CUDA_SUCCESS;
+}
+CUresult sim_cuCtxSynchronize() {
+  TETHER_SIM_ENTER(cuCtxSynchronize);
+  Ctx* c = current_ctx();
+  if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+  for (Stream* s : all_streams())
+    if (s->ctx == c) s->wait_idle();
+  return CUDA_SUCCESS;
+}
+CUresult sim_cuStreamQuery(CUstream h) {
+  TETHER_SIM_ENTER(cuStreamQuery);
+  Stream* s = stream_of(h);
+  if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  return s->idle() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+CUresult sim_cuLaunchHostFunc(CUstream h, CUhostFn fn, void* data) {
+  TETHER_SIM_ENTER(cuLaunchHostFunc);
+  if (!fn) return CUDA_ERROR_INVALID_VALUE;
+  Stream* s = stream_of(h);
+  if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  return enqueue(
+      s, "cuLaunchHostFunc", CU_GRAPH_NODE_TYPE_HOST, [&] { return Params{HostP{fn, data}}; },
+      [fn, data] {
+        ++ts().in_callback;
+        fn(data);
+        --ts().in_callback;
+      });
+}
+CUresult sim_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                            unsigned shared, CUstream h, void** params, void** extra) {
+  TETHER_SIM_ENTER(cuLaunchKernel);
+  if (CUresult r = need_ctx()) return r;
+  CUDA_KERNEL_NODE_PARAMS in{};
+  in.func = f;
+  in.gridDimX = gx;
+  in.gridDimY = gy;
+  in.gridDimZ = gz;
+  in.blockDimX = bx;
+  in.blockDimY = by;
+  in.blockDimZ = bz;
+  in.sharedMemBytes = shared;
+  in.kernelParams = params;
+  in.extra = extra;
+  KernelP k;
+  if (CUresult r = make_kernel_params(in, k)) return r;
+  Stream* s = stream_of(h);
+  if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  return enqueue(
+      s, "cuLaunchKernel", CU_GRAPH_NODE_TYPE_KERNEL, [&] { return Params{k}; }, [k] { run_kernel(k); });
+}
+
+// ----------------------------------------------------------------------------- events
+
+CUresult sim_cuEventCreate(CUevent* out, unsigned flags) {
+  TETHER_SIM_ENTER(cuEventCreate);
+  if (!out || (flags & ~unsigned{CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS}))
+    return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = need_ctx()) return r;
+  Event* e = new Event;
+  e->flags = flags;
+  std::lock_guard lock(events().mu);
+  events().all.insert(e);
+  ++events().live;
+  *out = reinterpret_cast<CUevent>(e);
+  return CUDA_SUCCESS;
+}
+CUresult sim_cuEventDestroy(CUevent h) {
+  TETHER_SIM_ENTER(cuEventDestroy);
+  Event* e = event_of(h);
+  if (!e) return CUDA_ERROR_INVALID_HANDLE;
+  std::lock_guard lock(events().mu);
+  if (e->destroyed) {
+    record_violation(ViolationKind::destroyed_event_use, "cuEventDestroy", "event destroyed twice");
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  e->destroyed = true;
+  --events().live;
+  return CUDA_SUCCESS;
+}
+Event* live_event(CUevent h, std::string_view entry) {
+  Event* e = event_of(h);
+  if (e && e->destroyed) {
+    record_violation(ViolationKind::destroyed_event_use, entry, fmt::format("{} on a destroyed event", entry));
+    return nullptr;
+  }
+  return e;
+}
+CUresult sim_cuEventRecord(CUevent h, CUstream hs) {
+  TETHER_SIM_ENTER(cuEventRecord);
+  Event* e = live_event(h, "cuEventRecord");
+  if (!e) return CUDA_ERROR_INVALID_HANDLE;
+  Stream* s = stream_of(hs);
+  if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  {
+    std::lock_guard lock(graph_mutex());
+    if (s->capture) {
+      // A record during capture marks a point other streams can join (fork/join), not a node.
+      e->capture = s->capture;
+      e->capture_deps = s->capture_deps;
+      return CUDA_SUCCESS;
+    }
+  }
+  std::uint64_t gen;
+  {
+    std::lock_guard lock(e->mu);
+    gen = ++e->recorded;
+  }
+  s->push([e, gen] { event_complete(e, gen); });
+  return CUDA_SUCCESS;
+}
+CUresult sim_cuStreamWaitEvent(CUstream hs, CUevent h, unsigned flags) {
+  TETHER_SIM_ENTER(cuStreamWaitEvent);
+  if (flags & ~unsigned{CU_EVENT_WAIT_EXTERNAL}) return CUDA_ERROR_INVALID_VALUE;
+  Event* e = live_event(h, "cuStreamWaitEvent");
+  if (!e) return CUDA_ERROR_INVALID_HANDLE;
+  Stream* s = stream_of(hs);
+  if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  {
+    std::lock_guard lock(graph_mutex());
+    if (e->capture) {
+      Capture* c = e->capture;
+      if (s->capture && s->capture != c) return CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
+      if (!s->capture) {
+        s->capture = c;
+        s->capture_deps.clear();
+        c->streams.push_back(s);
+      }
+      for (Node* d : e->capture_deps)
+        if (std::find(s->capture_deps.begin(), s->capture_deps.end(), d) == s->capture_deps.end())
+          s->capture_deps.push_back(d);
+      return CUDA_SUCCESS;
+    }
+    if (s->capture) {
+      // Waiting on an event recorded outside the capture becomes an event wait node.
+      CUgraphNode n = nullptr;
+      std::vector<CUgraphNode> deps;
+      for (Node* d : s->capture_deps) deps.push_back(handle(d));
+      CUresult r = add_node(&n, s->capture->graph, deps.data(), deps.size(), CU_GRAPH_NODE_TYPE_WAIT_EVENT,
+                            Params{WaitP{e}}, "cuStreamWaitEvent");
+      if (r != CUDA_SUCCESS) return r;
+      s->capture_deps = {node_of(n)};
+      return CUDA_SUCCESS;
+    }
+  }
+  std::uint64_t gen;
+  {
+    std::lock_guard lock(e->mu);
+    gen = e->recorded;
+  }
+  s->push([e, gen] { event_wait(e, gen); });
+  return CUDA_SUCCESS;
+}
+CUresult sim_cuEventQuery(CUevent h) {
+  TETHER_SIM_ENTER(cuEventQuery);
+  Event* e = live_event(h, "cuEventQuery");
+  if (!e) return CUDA_ERROR_INVALID_HANDLE;
+  std::lock_guard lock(e->mu);
+  return e->done >= e->recorded ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+CUresult sim_cuEventSynchronize(CUevent h) {
+  TETHER_SIM_ENTER(cuEventSynchronize);
+  Event* e = live_event(h, "cuEventSynchronize");
+  if (!e) return CUDA_ERROR_INVALID_HANDLE;
+  std::uint64_t gen;
+  {
+    std::lock_guard lock(e->mu);
+    gen = e->recorded;
+  }
+  event_wait(e, gen);
+  return CUDA_SUCCESS;
+}
+CUresult sim_cuEventElapsedTime(float* ms, CUevent a, CUevent b) {
+  TETHER_SIM_ENTER(cuEventElapsedTime);
+  if (!ms) return CUDA_ERROR_INVALID_VALUE;
+  Event* x = live_event(a, "cuEventElapsedTime");
+  Event* y = live_event(b, "cuEventElapsedTime");
+  if (!x || !y) return CUDA_ERROR_INVALID_HANDLE;
+  if ((x->flags | y->flags) & CU_EVENT_DISABLE_TIMING) return CUDA_ERROR_INVALID_HANDLE;
+  std::scoped_lock lock(x->mu, y->mu);
+  if (x->recorded == 0 || y->recorded == 0) return CUDA_ERROR_INVALID_HANDLE;
+  if (x->done < x->recorded || y->done < y->recorded) return CUDA_ERROR_NOT_READY;
+  *ms = std::chrono::duration<float, std::milli>(y->when - x->when).count();
+  return CUDA_SUCCESS;
+}
+
+// ----------------------------------------------------------------------------- capture
+
+CUresult begin_capture(Stream* s, Graph* g, bool owns, const CUgraphNode* deps, std::size_t n,
+                       CUstreamCaptureMode mode) {
+  std::lock_guard lock(graph_mutex());
+  if (s->capture) return CUDA_ERROR_ILLEGAL_STATE;
+  Capture* c = new Capture;
+  c->graph = g ? g : new_graph();
+  c->owns_graph = owns;
+  c->id = ++g_capture_ids;
+  c->mode = mode;
+  c->origin = s;
+  c->streams.push_back(s);
+  s->capture = c;
+  s->capture_deps.clear();
+  for (std::size_t i = 0; i < n; ++i) {
+    Node* d = node_of(deps[i]);
+    if (!d || d->destroyed || d->graph != c->graph) {
+      s->capture = nullptr;
+      if (owns) {
+        std::vector<std::pair<UserObj*, std::uint32_t>> none;
+        destroy_graph(c->graph, none);
+      }
+      delete c;
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    s->capture_deps.push_back(d);
+  }
+  return CUDA_SUCCESS;
+}
+CUresult sim_cuStreamBeginCapture(CUstream h, CUstreamCaptureMode mode) {
+  TETHER_SIM_ENTER(cuStreamBeginCapture);
+  if (h == nullptr || h == CU_STREAM_LEGACY) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  Stream* s = stream_of(h);
+  if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  return begin_capture(s, nullptr, true, nullptr, 0, mode);
+}
+CUresult sim_cuStreamBeginCaptureToGraph(CUstream h, CUgraph hg, const CUgraphNode* deps, const CUgraphEdgeData*,
+                                         std::size_t n, CUstreamCaptureMode mode) {
+  TETHER_SIM_ENTER(cuStreamBeginCaptureToGraph);
+  if (h == nullptr || h == CU_STREAM_LEGACY) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  Stream* s = stream_of(h);
+  if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  std::lock_guard lock(graph_mutex());
+  Graph* g = graph_of(hg);
+  if (!g || (n && !deps)) return CUDA_ERROR_INVALID_VALUE;
+  return begin_capture(s, g, false, deps, n, mode);
+}
+CUresult sim_cuStreamEndCapture(CUstream h, CUgraph* out) {
+  TETHER_SIM_ENTER(cuStreamEndCapture);
+  if (!out) return CUDA_ERROR_INVALID_VALUE;
+  Stream* s = stream_of(h);
+  if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  std::lock_guard lock(graph_mutex());
+  Capture* c = s->capture;
+  if (!c) return CUDA_ERROR_ILLEGAL_STATE;
+  if (c->origin != s) return CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
+  for (Stream* x : c->streams) {
+    x->capture = nullptr;
+    x->capture_deps.clear();
+  }
+  CUresult r = c->invalidated;
+  Graph* g = c->graph;
+  bool owns = c->owns_graph;
+  {
+    // Events recorded during the capture no longer mark capture points.
+    std::lock_guard el(events().mu);
+    for (Event* e : events().all)
+      if (e->capture == c) e->capture = nullptr, e->capture_deps.clear();
+  }
+  delete c;
+  if (r != CUDA_SUCCESS) {
+    if (owns) {
+      std::vector<std::pair<UserObj*, std::uint32_t>> released;
+      destroy_graph(g, released);
+      release_collected(released, "cuStreamEndCapture");
+    }
+    *out = nullptr;
+    return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  }
+  *out = handle(g);
+  return CUDA_SUCCESS;
+}
+CUresult sim_cuStreamIsCapturing(CUstream h, CUstreamCaptureStatus* st) {
+  TETHER_SIM_ENTER(cuStreamIsCapturing);
+  if (!st) return CUDA_ERROR_INVALID_VALUE;
+  Stream* s = stream_of(h);
+  if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  std::lock_guard lock(graph_mutex());
+  *st = !s->capture                                 ? CU_STREAM_CAPTURE_STATUS_NONE
+        : s->capture->invalidated != CUDA_SUCCESS ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
+                                                    : CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  return CUDA_SUCCESS;
+}
+CUresult sim_cuStreamGetCaptureInfo(CUstream h, CUstreamCaptureStatus* st, cuuint64_t* id, CUgraph* graph,
+                                    const CUgraphNode** deps, const CUgraphEdgeData** edges, std::size_t* n) {
+  TETHER_SIM_ENTER(cuStreamGetCaptureInfo);
+  if (!st) return CUDA_ERROR_INVALID_VALUE;
+  Stream* s = stream_of(h);
+  if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  std::lock_guard lock(graph_mutex());
+  Capture* c = s->capture;
+  *st = !c ? CU_STREAM_CAPTURE_STATUS_NONE
+           : c->invalidated != CUDA_SUCCESS ? CU_STREAM_CAPTURE_STATUS_INVALIDATED : CU_STREAM_CAPTURE_STATUS_ACTIVE;
+  if (id) *id = c ? c->id : 0;
+  if (graph) *graph = c ? handle(c->graph) : nullptr;
+  // Why thread-local arrays: the driver's arrays stay valid until the next capture call on the stream.
+  thread_local std::vector<CUgraphNode> dep_handles;
+  thread_local std::vector<CUgraphEdgeData> edge_data;
+  dep_handles.clear();
+  if (c)
+    for (Node* d : s->capture_deps) dep_handles.push_back(handle(d));
+  edge_data.assign(dep_handles.size(), CUgraphEdgeData{});
+  if (deps) *deps = dep_handles.empty() ? nullptr : dep_handles.data();
+  if (edges) *edges = edge_data.empty() ? nullptr : edge_data.data();
+  if (n) *n = dep_handles.size();
+  return CUDA_SUCCESS;
+}
+CUresult sim_cuStreamUpdateCaptureDependencies(CUstream h, CUgraphNode* deps, const CUgraphEdgeData*, std::size_t n,
+                                               unsigned flags) {
+  TETHER_SIM_ENTER(cuStreamUpdateCaptureDependencies);
+  if (flags > CU_STREAM_SET_CAPTURE_DEPENDENCIES || (n && !deps)) return CUDA_ERROR_INVALID_VALUE;
+  Stream* s = stream_of(h);
+  if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  std::lock_guard lock(graph_mutex());
+  if (!s->capture) return CUDA_ERROR_ILLEGAL_STATE;
+  std::vector<Node*> next = flags == CU_STREAM_SET_CAPTURE_DEPENDENCIES ? std::vector<Node*>{} : s->capture_deps;
+  for (std::size_t i = 0; i < n; ++i) {
+    Node* d = node_of(deps[i]);
+    if (!d || d->destroyed || d->graph != s->capture->graph) return CUDA_ERROR_INVALID_VALUE;
+    if (std::find(next.begin(), next.end(), d) == next.end()) next.push_back(d);
+  }
+  s->capture_deps = std::move(next);
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+void fill_stream(tether::detail::DriverTable& t) {
+  using tether::detail::Entry;
+  t.set<Entry::cuMemcpy>(&sim_cuMemcpy);
+  t.set<Entry::cuMemcpyHtoD>(&sim_cuMemcpyHtoD);
+  t.set<Entry::cuMemcpyDtoH>(&sim_cuMemcpyDtoH);
+  t.set<Entry::cuMemcpyDtoD>(&sim_cuMemcpyDtoD);
+  t.set<Entry::cuMemcpyAsync>(&sim_cuMemcpyAsync);
+  t.set<Entry::cuMemcpyHtoDAsync>(&sim_cuMemcpyHtoDAsync);
+  t.set<Entry::cuMemcpyDtoHAsync>(&sim_cuMemcpyDtoHAsync);
+  t.set<Entry::cuMemcpyDtoDAsync>(&sim_cuMemcpyDtoDAsync);
+  t.set<Entry::cuMemsetD8>(&sim_cuMemsetD8);
+  t.set<Entry::cuMemsetD32>(&sim_cuMemsetD32);
+  t.set<Entry::cuMemsetD8Async>(&sim_cuMemsetD8Async);
+  t.set<Entry::cuMemsetD32Async>(&sim_cuMemsetD32Async);
+  t.set<Entry::cuStreamCreate>(&sim_cuStreamCreate);
+  t.set<Entry::cuStreamDestroy>(&sim_cuStreamDestroy);
+  t.set<Entry::cuStreamSynchronize>(&sim_cuStreamSynchronize);
+  t.set<Entry::cuStreamQuery>(&sim_cuStreamQuery);
+  t.set<Entry::cuCtxSynchronize>(&sim_cuCtxSynchronize);
+  t.set<Entry::cuStreamWaitEvent>(&sim_cuStreamWaitEvent);
+  t.set<Entry::cuLaunchHostFunc>(&sim_cuLaunchHostFunc);
+  t.set<Entry::cuLaunchKernel>(&sim_cuLaunchKernel);
+  t.set<Entry::cuEventCreate>(&sim_cuEventCreate);
+  t.set<Entry::cuEventDestroy>(&sim_cuEventDestroy);
+  t.set<Entry::cuEventRecord>(&sim_cuEventRecord);
+  t.set<Entry::cuEventQuery>(&sim_cuEventQuery);
+  t.set<Entry::cuEventSynchronize>(&sim_cuEventSynchronize);
+  t.set<Entry::cuEventElapsedTime>(&sim_cuEventElapsedTime);
+  t.set<Entry::cuStreamBeginCapture>(&sim_cuStreamBeginCapture);
+  t.set<Entry::cuStreamBeginCaptureToGraph>(&sim_cuStreamBeginCaptureToGraph);
+  t.set<Entry::cuStreamEndCapture>(&sim_cuStreamEndCapture);
+  t.set<Entry::cuStreamIsCapturing>(&sim_cuStreamIsCapturing);
+  t.set<Entry::cuStreamGetCaptureInfo>(&sim_cuStreamGetCaptureInfo);
+  t.set<Entry::cuStreamUpdateCaptureDependencies>(&sim_cuStreamUpdateCaptureDependencies);
+}
+
+std::size_t live_streams() {
+  std::lock_guard lock(streams().mu);
+  std::size_t n = 0;
+  for (Stream* s : streams().live) n += s->ctx && s != s->ctx->null_stream;
+  return n;
+}
+std::size_t live_events() {
+  std::lock_guard lock(events().mu);
+  return events().live;
+}
+
+}  // namespace tether::sim::detail
