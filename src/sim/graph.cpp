@@ -476,7 +476,7 @@ CUresult sim_cuGraphAddMemFreeNode(CUgraphNode* out, CUgraph h, const CUgraphNod
 CUresult add_conditional(CUgraphNode* out, Graph* g, const CUgraphNode* deps, std::size_t n,
                          CUDA_CONDITIONAL_NODE_PARAMS& c, std::string_view entry) {
   CondHandle* h = cond_of(c.handle);
-  if (!h || !c.phGraph_out) return CUDA_ERROR_INVALID_VALUE;
+  if (!h) return CUDA_ERROR_INVALID_VALUE;
   if (!is_ancestor(h->graph, g)) return fail(CUDA_ERROR_INVALID_VALUE, "the conditional handle belongs to another graph");
   bool ok = (c.type == CU_GRAPH_COND_TYPE_IF && (c.size == 1 || c.size == 2)) ||
             (c.type == CU_GRAPH_COND_TYPE_WHILE && c.size == 1) || (c.type == CU_GRAPH_COND_TYPE_SWITCH && c.size >= 1);
@@ -495,7 +495,10 @@ CUresult add_conditional(CUgraphNode* out, Graph* g, const CUgraphNode* deps, st
     for (Graph* b : bodies) destroy_graph(b, none);
     return r;
   }
-  for (unsigned i = 0; i < c.size; ++i) c.phGraph_out[i] = handle(bodies[i]);
+  auto* cp = std::get_if<CondP>(&node_of(*out)->params);
+  cp->out_array = std::make_shared<std::vector<CUgraph>>();
+  for (Graph* b : bodies) cp->out_array->push_back(handle(b));
+  c.phGraph_out = cp->out_array->data();
   return CUDA_SUCCESS;
 }
 
@@ -1024,10 +1027,12 @@ CUresult sim_cuGraphReleaseUserObject(CUgraph h, CUuserObject o, unsigned n) {
                        fmt::format("released {} reference(s) from a graph that holds {} (the real driver silently "
                                    "consumes someone else's)",
                                    n, held));
-    if (it != g->refs.end()) {
-      it->second -= std::min<std::uint32_t>(held, n);
-      if (it->second == 0) g->refs.erase(it);
-    }
+    // The graph's count wraps like the driver's (2f2: the destructor then runs at cuGraphDestroy).
+    std::uint32_t left = held - n;
+    if (left == 0)
+      g->refs.erase(u);
+    else
+      g->refs[u] = left;
   }
   // Like the real driver, the release is applied to the object whatever the graph held (11z);
   // reaching zero runs the destructor here, on the calling thread.

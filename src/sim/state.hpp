@@ -73,14 +73,14 @@ void device_free_block(std::uintptr_t p);
 // ----------------------------------------------------------------------------- user objects
 
 struct UserObj {
-  std::atomic<std::int64_t> refs{0};
+  std::atomic<std::uint32_t> refs{0};
   void* ptr = nullptr;
   CUhostFn destroy = nullptr;
   std::atomic<bool> destroyed{false};
 };
 bool uo_valid(UserObj* u);
 // Drops n references; runs the destructor on this thread if the count reaches zero.
-void uo_release(UserObj* u, std::int64_t n, std::string_view entry);
+void uo_release(UserObj* u, std::uint32_t n, std::string_view entry);
 UserObj* uo_of(CUuserObject o);
 
 // References held by an executable (or one launch of it). When the last holder drops the set,
@@ -214,6 +214,8 @@ struct FreeP {
   CUdeviceptr dptr = 0;
 };
 struct CondP {
+  // The driver-owned array phGraph_out is pointed at (the caller's pointer is overwritten).
+  std::shared_ptr<std::vector<CUgraph>> out_array;
   CUgraphConditionalHandle handle = 0;
   CUgraphConditionalNodeType type = CU_GRAPH_COND_TYPE_IF;
   unsigned size = 1;

@@ -17,7 +17,9 @@ using namespace tether_test;
 
 namespace {
 
-bool contains(const std::vector<CUgraphNode>& v, CUgraphNode n) { return std::find(v.begin(), v.end(), n) != v.end(); }
+bool contains(const std::vector<CUgraphNode>& v, CUgraphNode n) {
+  return std::find(v.begin(), v.end(), n) != v.end();
+}
 
 CUgraph embedded_graph(CUgraphNode child_node) {
   CUgraph emb = nullptr;
@@ -27,11 +29,12 @@ CUgraph embedded_graph(CUgraphNode child_node) {
 
 }  // namespace
 
-TEST_SUITE("driver conformance") {
+TEST_SUITE_BEGIN("driver conformance");
 
-TEST_CASE_FIXTURE(DriverFixture,
-                  "6a 6a2 6a3: cuGraphAddChildGraphNode embeds a clone that carries the child's references under a "
-                  "different handle, and cuGraphDestroyNode on the child node releases them") {
+TEST_CASE_FIXTURE(
+    DriverFixture,
+    "6a 6a2 6a3: cuGraphAddChildGraphNode embeds a clone that carries the child's references under a "
+    "different handle, and cuGraphDestroyNode on the child node releases them") {
   Obj o;
   CUgraph child = new_graph();
   add_kernel(child, noop, 0);
@@ -52,9 +55,10 @@ TEST_CASE_FIXTURE(DriverFixture,
   finish();
 }
 
-TEST_CASE_FIXTURE(DriverFixture,
-                  "6b: references inside a child node follow clones and instantiations of the parent: the object "
-                  "lives until the parent, its clone and its exec are all gone") {
+TEST_CASE_FIXTURE(
+    DriverFixture,
+    "6b: references inside a child node follow clones and instantiations of the parent: the object "
+    "lives until the parent, its clone and its exec are all gone") {
   Obj o;
   CUgraph child = new_graph();
   add_kernel(child, noop, 0);
@@ -76,8 +80,9 @@ TEST_CASE_FIXTURE(DriverFixture,
   finish();
 }
 
-TEST_CASE_FIXTURE(DriverFixture,
-                  "6c: a user object retained on the embedded graph handle is held by an exec of the parent") {
+TEST_CASE_FIXTURE(
+    DriverFixture,
+    "6c: a user object retained on the embedded graph handle is held by an exec of the parent") {
   Obj o;
   CUgraph child = new_graph();
   add_kernel(child, noop, 0);
@@ -86,8 +91,8 @@ TEST_CASE_FIXTURE(DriverFixture,
   destroy_graph(child);
   CUgraph emb = embedded_graph(cn);
   CUuserObject u = make_uo(o, 1);
-  CHECK(raw<Entry::cuGraphRetainUserObject>(t, emb, u, 1u, static_cast<unsigned>(CU_GRAPH_USER_OBJECT_MOVE)) ==
-        CUDA_SUCCESS);
+  CHECK(raw<Entry::cuGraphRetainUserObject>(
+            t, emb, u, 1u, static_cast<unsigned>(CU_GRAPH_USER_OBJECT_MOVE)) == CUDA_SUCCESS);
   CUgraphExec e = instantiate(parent);
   destroy_graph(parent);
   CHECK(still_alive(o));
@@ -96,9 +101,10 @@ TEST_CASE_FIXTURE(DriverFixture,
   finish();
 }
 
-TEST_CASE_FIXTURE(DriverFixture,
-                  "6d: cuGraphExecChildGraphNodeSetParams makes the exec drop the old child's references and take "
-                  "the new child's") {
+TEST_CASE_FIXTURE(
+    DriverFixture,
+    "6d: cuGraphExecChildGraphNodeSetParams makes the exec drop the old child's references and take "
+    "the new child's") {
   Obj a;
   Obj b;
   CUgraph c1 = new_graph();
@@ -123,9 +129,10 @@ TEST_CASE_FIXTURE(DriverFixture,
   finish();
 }
 
-TEST_CASE_FIXTURE(DriverFixture,
-                  "6e: a child node added with CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE owns the child graph itself, and "
-                  "its references die with the parent") {
+TEST_CASE_FIXTURE(
+    DriverFixture,
+    "6e: a child node added with CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE owns the child graph itself, and "
+    "its references die with the parent") {
   Obj o;
   CUgraph child = new_graph();
   add_kernel(child, noop, 0);
@@ -160,7 +167,8 @@ TEST_CASE_FIXTURE(DriverFixture,
   CUgraph emb = embedded_graph(cn);
   CHECK(raw<Entry::cuGraphDestroyNode>(t, cn) == CUDA_SUCCESS);
   std::size_t nn = 12345;
-  CHECK(raw<Entry::cuGraphGetNodes>(t, emb, static_cast<CUgraphNode*>(nullptr), &nn) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(raw<Entry::cuGraphGetNodes>(t, emb, static_cast<CUgraphNode*>(nullptr), &nn) ==
+        CUDA_ERROR_INVALID_VALUE);
   CHECK(nn == 12345);  // untouched
   std::uint64_t v = 0;
   void* args[] = {&v};
@@ -173,23 +181,25 @@ TEST_CASE_FIXTURE(DriverFixture,
   finish();
 }
 
-TEST_CASE_FIXTURE(DriverFixture,
-                  "6h 6h2: cuGraphDestroy on the embedded graph of a child node returns CUDA_ERROR_INVALID_VALUE and "
-                  "the parent can still be destroyed") {
+TEST_CASE_FIXTURE(
+    DriverFixture,
+    "6h 6h2: cuGraphDestroy on the embedded graph of a child node returns CUDA_ERROR_INVALID_VALUE and "
+    "the parent can still be destroyed") {
   CUgraph child = new_graph();
   add_kernel(child, noop, 0);
   CUgraph parent = new_graph();
   CUgraphNode cn = add_child(parent, child);
   CUgraph emb = embedded_graph(cn);
   CHECK(raw<Entry::cuGraphDestroy>(t, emb) == CUDA_ERROR_INVALID_VALUE);  // 6h
-  CHECK(raw<Entry::cuGraphDestroy>(t, parent) == CUDA_SUCCESS);          // 6h2
+  CHECK(raw<Entry::cuGraphDestroy>(t, parent) == CUDA_SUCCESS);           // 6h2
   destroy_graph(child);
   finish();
 }
 
-TEST_CASE_FIXTURE(DriverFixture,
-                  "R2: cuGraphNodeFindInClone maps each original node to its copy in a clone and in the embedded "
-                  "graph of a child node") {
+TEST_CASE_FIXTURE(
+    DriverFixture,
+    "R2: cuGraphNodeFindInClone maps each original node to its copy in a clone and in the embedded "
+    "graph of a child node") {
   CUgraph g = new_graph();
   CUgraphNode a = add_kernel(g, noop, 0);
   CUgraphNode b = add_kernel(g, noop, 1, &a, 1);
@@ -244,12 +254,12 @@ TEST_CASE_FIXTURE(DriverFixture,
   CUgraph g = new_graph();
   add_kernel(g, noop, 0);
   CUgraphNode n = nullptr;
-  CHECK(raw<Entry::cuGraphAddChildGraphNode>(t, &n, g, static_cast<const CUgraphNode*>(nullptr), std::size_t{0},
-                                             g) != CUDA_SUCCESS);
+  CHECK(raw<Entry::cuGraphAddChildGraphNode>(t, &n, g, static_cast<const CUgraphNode*>(nullptr),
+                                             std::size_t{0}, g) != CUDA_SUCCESS);
   expect_violations(tether::sim::ViolationKind::self_child);
   CHECK(node_count(g) == 1);
   destroy_graph(g);
   finish();
 }
 
-}  // TEST_SUITE
+TEST_SUITE_END();

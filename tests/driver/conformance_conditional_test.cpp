@@ -16,11 +16,12 @@ namespace {
 constexpr unsigned move_refs = static_cast<unsigned>(CU_GRAPH_USER_OBJECT_MOVE);
 }  // namespace
 
-TEST_SUITE("driver conformance") {
+TEST_SUITE_BEGIN("driver conformance");
 
-TEST_CASE_FIXTURE(DriverFixture,
-                  "8a0 8a1 8a: an IF node's body accepts a user object, and cuGraphClone of a graph holding a "
-                  "conditional node fails with CUDA_ERROR_NOT_SUPPORTED (the body's reference dies with the original)") {
+TEST_CASE_FIXTURE(
+    DriverFixture,
+    "8a0 8a1 8a: an IF node's body accepts a user object, and cuGraphClone of a graph holding a "
+    "conditional node fails with CUDA_ERROR_NOT_SUPPORTED (the body's reference dies with the original)") {
   Obj o;
   CUgraph g = new_graph();
   CondNode c = add_cond(g, CU_GRAPH_COND_TYPE_IF, 1);
@@ -42,9 +43,10 @@ TEST_CASE_FIXTURE(DriverFixture,
   finish();
 }
 
-TEST_CASE_FIXTURE(DriverFixture,
-                  "8b: a user object retained on an IF body is held by the exec from instantiation until exec "
-                  "destruction") {
+TEST_CASE_FIXTURE(
+    DriverFixture,
+    "8b: a user object retained on an IF body is held by the exec from instantiation until exec "
+    "destruction") {
   Obj o;
   CUgraph g = new_graph();
   CondNode c = add_cond(g, CU_GRAPH_COND_TYPE_IF, 1);
@@ -104,9 +106,10 @@ TEST_CASE_FIXTURE(DriverFixture,
   finish();
 }
 
-TEST_CASE_FIXTURE(DriverFixture,
-                  "8e: the references of a child-graph node inside an IF body are held by the exec of the outer "
-                  "graph") {
+TEST_CASE_FIXTURE(
+    DriverFixture,
+    "8e: the references of a child-graph node inside an IF body are held by the exec of the outer "
+    "graph") {
   Obj o;
   CUgraph child = new_graph();
   add_kernel(child, noop, 0);
@@ -126,8 +129,9 @@ TEST_CASE_FIXTURE(DriverFixture,
   finish();
 }
 
-TEST_CASE_FIXTURE(DriverFixture,
-                  "8f: cuGraphDestroy on the body graph of a conditional node returns CUDA_ERROR_INVALID_VALUE") {
+TEST_CASE_FIXTURE(
+    DriverFixture,
+    "8f: cuGraphDestroy on the body graph of a conditional node returns CUDA_ERROR_INVALID_VALUE") {
   CUgraph g = new_graph();
   CondNode c = add_cond(g, CU_GRAPH_COND_TYPE_IF, 0);
   REQUIRE(c.add_result == CUDA_SUCCESS);
@@ -136,4 +140,4 @@ TEST_CASE_FIXTURE(DriverFixture,
   finish();
 }
 
-}  // TEST_SUITE
+TEST_SUITE_END();

@@ -34,11 +34,12 @@ CUgraphExec exec_holding(Obj& o, CUfunction kernel, std::uint64_t arg) {
 
 }  // namespace
 
-TEST_SUITE("driver conformance") {
+TEST_SUITE_BEGIN("driver conformance");
 
-TEST_CASE_FIXTURE(DriverFixture,
-                  "4a 4a2: cuGraphInstantiate copies the references into the exec, and cuGraphExecDestroy of a "
-                  "launched exec runs the destructor later on a driver thread") {
+TEST_CASE_FIXTURE(
+    DriverFixture,
+    "4a 4a2: cuGraphInstantiate copies the references into the exec, and cuGraphExecDestroy of a "
+    "launched exec runs the destructor later on a driver thread") {
   Obj o;
   CUgraph g = new_graph();
   add_kernel(g, noop, 0);
@@ -56,9 +57,10 @@ TEST_CASE_FIXTURE(DriverFixture,
   finish();
 }
 
-TEST_CASE_FIXTURE(DriverFixture,
-                  "4e: cuGraphExecDestroy of a never-launched exec runs the destructor synchronously on the calling "
-                  "thread") {
+TEST_CASE_FIXTURE(
+    DriverFixture,
+    "4e: cuGraphExecDestroy of a never-launched exec runs the destructor synchronously on the calling "
+    "thread") {
   Obj o;
   CUgraphExec e = exec_holding(o, noop, 0);
   CHECK(raw<Entry::cuGraphExecDestroy>(t, e) == CUDA_SUCCESS);
@@ -68,9 +70,10 @@ TEST_CASE_FIXTURE(DriverFixture,
   finish();
 }
 
-TEST_CASE_FIXTURE(DriverFixture,
-                  "4f: cuGraphExecDestroy of an exec that was uploaded but never launched defers the destructor to a "
-                  "driver thread") {
+TEST_CASE_FIXTURE(
+    DriverFixture,
+    "4f: cuGraphExecDestroy of an exec that was uploaded but never launched defers the destructor to a "
+    "driver thread") {
   Obj o;
   CUgraphExec e = exec_holding(o, noop, 0);
   upload(e);
@@ -81,9 +84,10 @@ TEST_CASE_FIXTURE(DriverFixture,
   finish();
 }
 
-TEST_CASE_FIXTURE(DriverFixture,
-                  "4g: after a launched exec was synchronized, cuGraphExecDestroy frees its objects soon (under 50 "
-                  "ms) but never before it returns, and on a driver thread") {
+TEST_CASE_FIXTURE(
+    DriverFixture,
+    "4g: after a launched exec was synchronized, cuGraphExecDestroy frees its objects soon (under 50 "
+    "ms) but never before it returns, and on a driver thread") {
   constexpr int trials = 10;
   int before_return = 0;
   int on_caller = 0;
@@ -102,8 +106,8 @@ TEST_CASE_FIXTURE(DriverFixture,
     latency_ms.push_back(ms_between(t0, o.t_start.load()));
   }
   std::sort(latency_ms.begin(), latency_ms.end());
-  INFO("deferred destructor latency ms min/median/max: " << latency_ms.front() << "/" << latency_ms[trials / 2]
-                                                          << "/" << latency_ms.back());
+  INFO("deferred destructor latency ms min/median/max: "
+       << latency_ms.front() << "/" << latency_ms[trials / 2] << "/" << latency_ms.back());
   CHECK(before_return == 0);
   CHECK(on_caller == 0);
   CHECK(latency_ms.back() < 50.0);
@@ -124,8 +128,9 @@ TEST_CASE_FIXTURE(DriverFixture,
   finish();
 }
 
-TEST_CASE_FIXTURE(DriverFixture,
-                  "4c: releasing the graph's reference after instantiation leaves the exec's reference in place") {
+TEST_CASE_FIXTURE(
+    DriverFixture,
+    "4c: releasing the graph's reference after instantiation leaves the exec's reference in place") {
   Obj o;
   CUgraph g = new_graph();
   add_kernel(g, noop, 0);
@@ -156,10 +161,11 @@ TEST_CASE_FIXTURE(DriverFixture, "4d: each of two execs of one graph holds its o
   finish();
 }
 
-TEST_CASE_FIXTURE(DriverFixture,
-                  "5a 5a2: an exec destroyed while its 100 ms launch is pending returns at once, and the destructor "
-                  "runs after the launch on a driver thread that is neither the destroying thread, nor a thread "
-                  "blocked in cuStreamSynchronize, nor the host-callback thread") {
+TEST_CASE_FIXTURE(
+    DriverFixture,
+    "5a 5a2: an exec destroyed while its 100 ms launch is pending returns at once, and the destructor "
+    "runs after the launch on a driver thread that is neither the destroying thread, nor a thread "
+    "blocked in cuStreamSynchronize, nor the host-callback thread") {
   // The thread that runs host-node callbacks on this stream.
   HostRec h;
   CUgraph hg = new_graph();
@@ -197,19 +203,20 @@ TEST_CASE_FIXTURE(DriverFixture,
   INFO("launch call ms " << ms_between(t0, t1) << ", cuGraphExecDestroy call ms " << ms_between(t1, t2)
                          << ", destructor start ms " << ms_between(t0, o.t_start.load())
                          << ", cuStreamSynchronize return ms " << ms_between(t0, t_sync.load()));
-  CHECK(at_return == 0);                           // 5a
-  CHECK(ms_between(t1, t2) < 50.0);                // 5a: cuGraphExecDestroy did not wait for the launch
+  CHECK(at_return == 0);                            // 5a
+  CHECK(ms_between(t1, t2) < 50.0);                 // 5a: cuGraphExecDestroy did not wait for the launch
   CHECK(ms_between(t0, o.t_start.load()) >= 75.0);  // 5a: not before the launch completed
-  CHECK(o.tid.load() != main_tid);                 // 5a2
-  CHECK(o.tid.load() != sync_tid.load());          // 5a2
-  CHECK(o.tid.load() != h.tid.load());             // 5a2
+  CHECK(o.tid.load() != main_tid);                  // 5a2
+  CHECK(o.tid.load() != sync_tid.load());           // 5a2
+  CHECK(o.tid.load() != h.tid.load());              // 5a2
   CHECK(o.count.load() == 1);
   finish();
 }
 
-TEST_CASE_FIXTURE(DriverFixture,
-                  "5b: the deferred destructor runs after the launch completes with no further driver call from the "
-                  "application") {
+TEST_CASE_FIXTURE(
+    DriverFixture,
+    "5b: the deferred destructor runs after the launch completes with no further driver call from the "
+    "application") {
   Obj o;
   CUgraphExec e = exec_holding(o, spin, spin_100ms);
   upload(e);
@@ -223,9 +230,10 @@ TEST_CASE_FIXTURE(DriverFixture,
   finish();
 }
 
-TEST_CASE_FIXTURE(DriverFixture,
-                  "5c: an exec destroyed with three queued 60 ms launches keeps its objects until the last launch "
-                  "completes") {
+TEST_CASE_FIXTURE(
+    DriverFixture,
+    "5c: an exec destroyed with three queued 60 ms launches keeps its objects until the last launch "
+    "completes") {
   Obj o;
   CUgraphExec e = exec_holding(o, spin, 60 * ms_ns);
   upload(e);
@@ -238,9 +246,10 @@ TEST_CASE_FIXTURE(DriverFixture,
   finish();
 }
 
-TEST_CASE_FIXTURE(DriverFixture,
-                  "5d: destroying the graph while its exec is in flight leaves the exec's reference; after the "
-                  "launch was synchronized cuGraphExecDestroy frees the object within 50 ms on a driver thread") {
+TEST_CASE_FIXTURE(
+    DriverFixture,
+    "5d: destroying the graph while its exec is in flight leaves the exec's reference; after the "
+    "launch was synchronized cuGraphExecDestroy frees the object within 50 ms on a driver thread") {
   Obj o;
   CUgraph g = new_graph();
   add_kernel(g, spin, spin_100ms);
@@ -288,8 +297,9 @@ TEST_CASE_FIXTURE(DriverFixture,
   REQUIRE(wait_count(a, 1, 5000));
   REQUIRE(wait_count(b, 1, 5000));
   INFO("stream sync ms " << ms_between(t0, t1) << ", ctx sync ms " << ms_between(t0, t2) << ", A ["
-                         << ms_between(t0, a.t_start.load()) << ", " << ms_between(t0, a.t_end.load()) << "], B ["
-                         << ms_between(t0, b.t_start.load()) << ", " << ms_between(t0, b.t_end.load()) << "]");
+                         << ms_between(t0, a.t_start.load()) << ", " << ms_between(t0, a.t_end.load())
+                         << "], B [" << ms_between(t0, b.t_start.load()) << ", "
+                         << ms_between(t0, b.t_end.load()) << "]");
   CHECK(done_at_stream_sync == 0);  // 5e2
   CHECK(done_at_ctx_sync == 0);     // 5e
   const bool overlap = a.t_start.load() < b.t_end.load() && b.t_start.load() < a.t_end.load();
@@ -346,4 +356,4 @@ TEST_CASE_FIXTURE(DriverFixture, "R5: two execs of one graph launched on two str
   finish();
 }
 
-}  // TEST_SUITE
+TEST_SUITE_END();

@@ -16,7 +16,7 @@ namespace {
 constexpr unsigned move_refs = static_cast<unsigned>(CU_GRAPH_USER_OBJECT_MOVE);
 }  // namespace
 
-TEST_SUITE("driver conformance") {
+TEST_SUITE_BEGIN("driver conformance");
 
 TEST_CASE_FIXTURE(DriverFixture,
                   "2a 2a2: cuGraphRetainUserObject without MOVE adds a graph-owned reference that "
@@ -35,9 +35,10 @@ TEST_CASE_FIXTURE(DriverFixture,
   finish();
 }
 
-TEST_CASE_FIXTURE(DriverFixture,
-                  "2b 2b2: a reference moved into a graph is released by cuGraphDestroy, which runs the destructor "
-                  "once, synchronously, on the calling thread") {
+TEST_CASE_FIXTURE(
+    DriverFixture,
+    "2b 2b2: a reference moved into a graph is released by cuGraphDestroy, which runs the destructor "
+    "once, synchronously, on the calling thread") {
   Obj o;
   CUgraph g = new_graph();
   CUuserObject u = make_uo(o, 1);
@@ -50,9 +51,10 @@ TEST_CASE_FIXTURE(DriverFixture,
   finish();
 }
 
-TEST_CASE_FIXTURE(DriverFixture,
-                  "2c: a graph holding 3 references keeps the object after releasing 2, and cuGraphDestroy releases "
-                  "the last one") {
+TEST_CASE_FIXTURE(
+    DriverFixture,
+    "2c: a graph holding 3 references keeps the object after releasing 2, and cuGraphDestroy releases "
+    "the last one") {
   Obj o;
   CUgraph g = new_graph();
   CUuserObject u = make_uo(o, 1);
@@ -65,9 +67,10 @@ TEST_CASE_FIXTURE(DriverFixture,
   finish();
 }
 
-TEST_CASE_FIXTURE(DriverFixture,
-                  "2d: two MOVE retains of one object into one graph add up, and destroying the graph releases both "
-                  "and runs the destructor once") {
+TEST_CASE_FIXTURE(
+    DriverFixture,
+    "2d: two MOVE retains of one object into one graph add up, and destroying the graph releases both "
+    "and runs the destructor once") {
   Obj o;
   CUgraph g = new_graph();
   CUuserObject u = make_uo(o, 2);
@@ -93,9 +96,10 @@ TEST_CASE_FIXTURE(DriverFixture,
   finish();
 }
 
-TEST_CASE_FIXTURE(DriverFixture,
-                  "2f 2f2: cuGraphReleaseUserObject(count 2) on a graph holding 1 reference returns CUDA_SUCCESS, "
-                  "runs no destructor, and the destructor runs once at cuGraphDestroy") {
+TEST_CASE_FIXTURE(
+    DriverFixture,
+    "2f 2f2: cuGraphReleaseUserObject(count 2) on a graph holding 1 reference returns CUDA_SUCCESS, "
+    "runs no destructor, and the destructor runs once at cuGraphDestroy") {
   Obj o;
   CUgraph g = new_graph();
   CUuserObject u = make_uo(o, 1);
@@ -109,9 +113,10 @@ TEST_CASE_FIXTURE(DriverFixture,
   finish();
 }
 
-TEST_CASE_FIXTURE(DriverFixture,
-                  "11z: cuGraphReleaseUserObject on a graph holding no reference returns CUDA_SUCCESS and uses up "
-                  "one of the caller's references") {
+TEST_CASE_FIXTURE(
+    DriverFixture,
+    "11z: cuGraphReleaseUserObject on a graph holding no reference returns CUDA_SUCCESS and uses up "
+    "one of the caller's references") {
   Obj o;
   CUgraph g = new_graph();
   CUuserObject u = make_uo(o, 2);
@@ -130,16 +135,17 @@ TEST_CASE_FIXTURE(DriverFixture,
   finish();
 }
 
-TEST_CASE_FIXTURE(DriverFixture,
-                  "11t 11u 11v 11w 11z3: cuGraphRetainUserObject with a NULL graph, a NULL object, a count of 0 or "
-                  "flags 2 returns CUDA_ERROR_INVALID_VALUE and changes no reference") {
+TEST_CASE_FIXTURE(
+    DriverFixture,
+    "11t 11u 11v 11w 11z3: cuGraphRetainUserObject with a NULL graph, a NULL object, a count of 0 or "
+    "flags 2 returns CUDA_ERROR_INVALID_VALUE and changes no reference") {
   Obj o;
   CUgraph g = new_graph();
   CUuserObject u = make_uo(o, 1);
   CHECK(raw<Entry::cuGraphRetainUserObject>(t, static_cast<CUgraph>(nullptr), u, 1u, 0u) ==
         CUDA_ERROR_INVALID_VALUE);  // 11t
   CHECK(raw<Entry::cuGraphRetainUserObject>(t, g, static_cast<CUuserObject>(nullptr), 1u, 0u) ==
-        CUDA_ERROR_INVALID_VALUE);                                                                // 11u
+        CUDA_ERROR_INVALID_VALUE);                                                          // 11u
   CHECK(raw<Entry::cuGraphRetainUserObject>(t, g, u, 0u, 0u) == CUDA_ERROR_INVALID_VALUE);  // 11v
   CHECK(raw<Entry::cuGraphRetainUserObject>(t, g, u, 1u, 2u) == CUDA_ERROR_INVALID_VALUE);  // 11w
   CHECK(still_alive(o));                                                                    // 11z3
@@ -166,9 +172,10 @@ TEST_CASE_FIXTURE(DriverFixture,
   finish();
 }
 
-TEST_CASE_FIXTURE(DriverFixture,
-                  "3b: a clone holds as many references as the original (2): releasing 1 from the clone keeps the "
-                  "object, releasing 1 more frees it") {
+TEST_CASE_FIXTURE(
+    DriverFixture,
+    "3b: a clone holds as many references as the original (2): releasing 1 from the clone keeps the "
+    "object, releasing 1 more frees it") {
   Obj o;
   CUgraph g = new_graph();
   CUuserObject u = make_uo(o, 2);
@@ -185,8 +192,9 @@ TEST_CASE_FIXTURE(DriverFixture,
   finish();
 }
 
-TEST_CASE_FIXTURE(DriverFixture,
-                  "3c: references retained on the original after cuGraphClone are not shared with the clone") {
+TEST_CASE_FIXTURE(
+    DriverFixture,
+    "3c: references retained on the original after cuGraphClone are not shared with the clone") {
   Obj o;
   CUgraph g = new_graph();
   CUgraph c = nullptr;
@@ -199,9 +207,10 @@ TEST_CASE_FIXTURE(DriverFixture,
   finish();
 }
 
-TEST_CASE_FIXTURE(DriverFixture,
-                  "10: cuGraphDestroyNode, cuGraphKernelNodeSetParams and cuGraphNodeSetParams leave the graph's "
-                  "user-object references unchanged") {
+TEST_CASE_FIXTURE(
+    DriverFixture,
+    "10: cuGraphDestroyNode, cuGraphKernelNodeSetParams and cuGraphNodeSetParams leave the graph's "
+    "user-object references unchanged") {
   Obj o;
   CUgraph g = new_graph();
   CUgraphNode n1 = add_kernel(g, noop, 0);
@@ -227,4 +236,4 @@ TEST_CASE_FIXTURE(DriverFixture,
   finish();
 }
 
-}  // TEST_SUITE
+TEST_SUITE_END();

@@ -33,12 +33,13 @@ void check_still_usable(CUfunction noop, CUstream stream) {
 
 }  // namespace
 
-TEST_SUITE("driver conformance") {
+TEST_SUITE_BEGIN("driver conformance");
 
-TEST_CASE_FIXTURE(DriverFixture,
-                  "9a 9a2 9b 9b2 9c 9c2: inside a synchronous user-object destructor cuCtxGetCurrent and cuMemFree "
-                  "return CUDA_ERROR_NOT_PERMITTED, cuStreamQuery returns CUDA_SUCCESS, and the context stays "
-                  "usable") {
+TEST_CASE_FIXTURE(
+    DriverFixture,
+    "9a 9a2 9b 9b2 9c 9c2: inside a synchronous user-object destructor cuCtxGetCurrent and cuMemFree "
+    "return CUDA_ERROR_NOT_PERMITTED, cuStreamQuery returns CUDA_SUCCESS, and the context stays "
+    "usable") {
   struct Case {
     const char* name;
     InsideCall call;
@@ -53,7 +54,8 @@ TEST_CASE_FIXTURE(DriverFixture,
     CAPTURE(c.name);
     Obj o;
     o.call = c.call;
-    if (c.call == InsideCall::mem_free) REQUIRE(raw<Entry::cuMemAlloc>(t, &o.dptr, std::size_t{1} << 20) == CUDA_SUCCESS);
+    if (c.call == InsideCall::mem_free)
+      REQUIRE(raw<Entry::cuMemAlloc>(t, &o.dptr, std::size_t{1} << 20) == CUDA_SUCCESS);
     CUuserObject u = make_uo(o, 1);
     CHECK(raw<Entry::cuUserObjectRelease>(t, u, 1u) == CUDA_SUCCESS);
     REQUIRE(wait_count(o));  // the destructor returned: nothing hung
@@ -62,14 +64,15 @@ TEST_CASE_FIXTURE(DriverFixture,
     CHECK(o.tid.load() == main_tid);
     expect_violations(ViolationKind::call_in_destructor);
     if (o.dptr != 0) CHECK(raw<Entry::cuMemFree>(t, o.dptr) == CUDA_SUCCESS);  // the refused free did nothing
-    check_still_usable(noop, stream);  // 9a2 9b2 9c2
+    check_still_usable(noop, stream);                                          // 9a2 9b2 9c2
   }
   finish();
 }
 
-TEST_CASE_FIXTURE(DriverFixture,
-                  "9d 9d2 9e 9e2 9f 9f2: inside a graph host-node callback cuCtxGetCurrent, cuMemFree and cuMemAlloc "
-                  "return CUDA_ERROR_NOT_PERMITTED, the stream completes, and the exec launches again") {
+TEST_CASE_FIXTURE(
+    DriverFixture,
+    "9d 9d2 9e 9e2 9f 9f2: inside a graph host-node callback cuCtxGetCurrent, cuMemFree and cuMemAlloc "
+    "return CUDA_ERROR_NOT_PERMITTED, the stream completes, and the exec launches again") {
   struct Case {
     const char* name;
     InsideCall call;
@@ -83,7 +86,8 @@ TEST_CASE_FIXTURE(DriverFixture,
     CAPTURE(c.name);
     HostRec h;
     h.call = c.call;
-    if (c.call == InsideCall::mem_free) REQUIRE(raw<Entry::cuMemAlloc>(t, &h.dptr, std::size_t{1} << 20) == CUDA_SUCCESS);
+    if (c.call == InsideCall::mem_free)
+      REQUIRE(raw<Entry::cuMemAlloc>(t, &h.dptr, std::size_t{1} << 20) == CUDA_SUCCESS);
     CUgraph g = new_graph();
     add_host(g, h);
     CUgraphExec e = instantiate(g);
@@ -105,9 +109,10 @@ TEST_CASE_FIXTURE(DriverFixture,
   finish();
 }
 
-TEST_CASE_FIXTURE(DriverFixture,
-                  "9g 9g2: cuUserObjectRelease of another object inside a synchronous destructor succeeds and runs "
-                  "the other destructor nested, on the same thread") {
+TEST_CASE_FIXTURE(
+    DriverFixture,
+    "9g 9g2: cuUserObjectRelease of another object inside a synchronous destructor succeeds and runs "
+    "the other destructor nested, on the same thread") {
   Obj o;
   Obj b;
   o.call = InsideCall::release_other;
@@ -125,10 +130,11 @@ TEST_CASE_FIXTURE(DriverFixture,
   finish();
 }
 
-TEST_CASE_FIXTURE(DriverFixture,
-                  "9h 9h2 9i 9i2 9j 9j2: inside a deferred destructor on a driver thread cuCtxGetCurrent and "
-                  "cuMemFree return CUDA_ERROR_NOT_PERMITTED, cuUserObjectRelease of another object succeeds and runs "
-                  "its destructor nested on that thread, and the stream stays usable") {
+TEST_CASE_FIXTURE(
+    DriverFixture,
+    "9h 9h2 9i 9i2 9j 9j2: inside a deferred destructor on a driver thread cuCtxGetCurrent and "
+    "cuMemFree return CUDA_ERROR_NOT_PERMITTED, cuUserObjectRelease of another object succeeds and runs "
+    "its destructor nested on that thread, and the stream stays usable") {
   struct Case {
     const char* name;
     InsideCall call;
@@ -144,7 +150,8 @@ TEST_CASE_FIXTURE(DriverFixture,
     Obj o;
     Obj b;
     o.call = c.call;
-    if (c.call == InsideCall::mem_free) REQUIRE(raw<Entry::cuMemAlloc>(t, &o.dptr, std::size_t{1} << 20) == CUDA_SUCCESS);
+    if (c.call == InsideCall::mem_free)
+      REQUIRE(raw<Entry::cuMemAlloc>(t, &o.dptr, std::size_t{1} << 20) == CUDA_SUCCESS);
     if (c.call == InsideCall::release_other) o.other = make_uo(b, 1);
     // The last reference is dropped by cuGraphExecDestroy while a 50 ms launch is pending.
     CUgraph g = new_graph();
@@ -169,4 +176,4 @@ TEST_CASE_FIXTURE(DriverFixture,
   finish();
 }
 
-}  // TEST_SUITE
+TEST_SUITE_END();

@@ -21,10 +21,11 @@ CUgraphExecUpdateResultInfo empty_info() {
 
 }  // namespace
 
-TEST_SUITE("driver conformance") {
+TEST_SUITE_BEGIN("driver conformance");
 
-TEST_CASE_FIXTURE(DriverFixture,
-                  "7a: cuGraphExecUpdate makes the exec drop the old graph's references and hold the source graph's") {
+TEST_CASE_FIXTURE(
+    DriverFixture,
+    "7a: cuGraphExecUpdate makes the exec drop the old graph's references and hold the source graph's") {
   Obj a;
   Obj b;
   CUgraph g1 = new_graph();
@@ -49,9 +50,10 @@ TEST_CASE_FIXTURE(DriverFixture,
   finish();
 }
 
-TEST_CASE_FIXTURE(DriverFixture,
-                  "7b: updating from a graph that holds the same object keeps it in the exec, and its destructor "
-                  "runs once at exec destruction") {
+TEST_CASE_FIXTURE(
+    DriverFixture,
+    "7b: updating from a graph that holds the same object keeps it in the exec, and its destructor "
+    "runs once at exec destruction") {
   Obj a;
   CUgraph g1 = new_graph();
   add_kernel(g1, noop, 0);
@@ -92,9 +94,10 @@ TEST_CASE_FIXTURE(DriverFixture, "7c: cuGraphExecKernelNodeSetParams does not to
   finish();
 }
 
-TEST_CASE_FIXTURE(DriverFixture,
-                  "7d: cuGraphExecUpdate during an in-flight 100 ms launch holds the replaced references until that "
-                  "launch completes") {
+TEST_CASE_FIXTURE(
+    DriverFixture,
+    "7d: cuGraphExecUpdate during an in-flight 100 ms launch holds the replaced references until that "
+    "launch completes") {
   Obj a;
   Obj b;
   CUgraph g1 = new_graph();
@@ -114,7 +117,8 @@ TEST_CASE_FIXTURE(DriverFixture,
   destroy_graph(g2);
   CHECK(a.count.load() == 0);
   REQUIRE(wait_count(a, 1, 5000));
-  INFO("update call ms " << ms_between(t0, t1) << ", A's destructor started at ms " << ms_between(t0, a.t_start.load()));
+  INFO("update call ms " << ms_between(t0, t1) << ", A's destructor started at ms "
+                         << ms_between(t0, a.t_start.load()));
   CHECK(ms_between(t0, a.t_start.load()) >= 75.0);
   sync();
   CHECK(b.count.load() == 0);
@@ -123,9 +127,10 @@ TEST_CASE_FIXTURE(DriverFixture,
   finish();
 }
 
-TEST_CASE_FIXTURE(DriverFixture,
-                  "11u1 11u2 11u3 11u4 11u5 11u7: cuGraphExecUpdate refuses other topologies and node types with "
-                  "their reasons, accepts a function change, and the exec still launches afterwards") {
+TEST_CASE_FIXTURE(
+    DriverFixture,
+    "11u1 11u2 11u3 11u4 11u5 11u7: cuGraphExecUpdate refuses other topologies and node types with "
+    "their reasons, accepts a function change, and the exec still launches afterwards") {
   CUgraph g1 = new_graph();
   add_kernel(g1, noop, 0);
   CUgraphExec e1 = instantiate(g1);
@@ -142,8 +147,8 @@ TEST_CASE_FIXTURE(DriverFixture,
   // 11u2: kernel node -> empty node
   CUgraph g3 = new_graph();
   CUgraphNode en = nullptr;
-  CHECK(raw<Entry::cuGraphAddEmptyNode>(t, &en, g3, static_cast<const CUgraphNode*>(nullptr), std::size_t{0}) ==
-        CUDA_SUCCESS);
+  CHECK(raw<Entry::cuGraphAddEmptyNode>(t, &en, g3, static_cast<const CUgraphNode*>(nullptr),
+                                        std::size_t{0}) == CUDA_SUCCESS);
   info = empty_info();
   CHECK(raw<Entry::cuGraphExecUpdate>(t, e1, g3, &info) == CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
   CHECK(info.result == CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED);
@@ -170,7 +175,8 @@ TEST_CASE_FIXTURE(DriverFixture,
 
   // 11u5: graph NULL
   info = empty_info();
-  CHECK(raw<Entry::cuGraphExecUpdate>(t, e1, static_cast<CUgraph>(nullptr), &info) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(raw<Entry::cuGraphExecUpdate>(t, e1, static_cast<CUgraph>(nullptr), &info) ==
+        CUDA_ERROR_INVALID_VALUE);
   CHECK(info.result == CU_GRAPH_EXEC_UPDATE_SUCCESS);  // untouched
 
   // 11u7: still launchable
@@ -185,12 +191,14 @@ TEST_CASE_FIXTURE(DriverFixture,
   finish();
 }
 
-TEST_CASE_FIXTURE(DriverFixture,
-                  "11u6: cuGraphExecUpdate with a NULL resultInfo and an identical graph returns CUDA_SUCCESS") {
+TEST_CASE_FIXTURE(
+    DriverFixture,
+    "11u6: cuGraphExecUpdate with a NULL resultInfo and an identical graph returns CUDA_SUCCESS") {
   CUgraph g = new_graph();
   add_kernel(g, noop, 0);
   CUgraphExec e = instantiate(g);
-  CHECK(raw<Entry::cuGraphExecUpdate>(t, e, g, static_cast<CUgraphExecUpdateResultInfo*>(nullptr)) == CUDA_SUCCESS);
+  CHECK(raw<Entry::cuGraphExecUpdate>(t, e, g, static_cast<CUgraphExecUpdateResultInfo*>(nullptr)) ==
+        CUDA_SUCCESS);
   destroy_exec(e);
   destroy_graph(g);
   finish();
@@ -218,4 +226,4 @@ TEST_CASE_FIXTURE(DriverFixture,
   finish();
 }
 
-}  // TEST_SUITE
+TEST_SUITE_END();

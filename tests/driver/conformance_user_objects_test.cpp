@@ -16,11 +16,12 @@ namespace {
 constexpr unsigned no_sync = static_cast<unsigned>(CU_USER_OBJECT_NO_DESTRUCTOR_SYNC);
 }  // namespace
 
-TEST_SUITE("driver conformance") {
+TEST_SUITE_BEGIN("driver conformance");
 
-TEST_CASE_FIXTURE(DriverFixture,
-                  "1a: cuUserObjectCreate with one reference and NO_DESTRUCTOR_SYNC succeeds and does not run the "
-                  "destructor") {
+TEST_CASE_FIXTURE(
+    DriverFixture,
+    "1a: cuUserObjectCreate with one reference and NO_DESTRUCTOR_SYNC succeeds and does not run the "
+    "destructor") {
   Obj o;
   CUuserObject u = nullptr;
   CUresult r = raw<Entry::cuUserObjectCreate>(t, &u, static_cast<void*>(&o), &obj_destroy, 1u, no_sync);
@@ -33,9 +34,10 @@ TEST_CASE_FIXTURE(DriverFixture,
   finish();
 }
 
-TEST_CASE_FIXTURE(DriverFixture,
-                  "1b 1c 1c2 11l3: cuUserObjectCreate with flags 0, refcount 0, a NULL destroy function or a NULL "
-                  "out pointer returns CUDA_ERROR_INVALID_VALUE and runs nothing") {
+TEST_CASE_FIXTURE(
+    DriverFixture,
+    "1b 1c 1c2 11l3: cuUserObjectCreate with flags 0, refcount 0, a NULL destroy function or a NULL "
+    "out pointer returns CUDA_ERROR_INVALID_VALUE and runs nothing") {
   {  // 1b
     Obj o;
     CUuserObject u = nullptr;
@@ -55,23 +57,24 @@ TEST_CASE_FIXTURE(DriverFixture,
   }
   {  // 1c2
     CUuserObject u = nullptr;
-    CUresult r = raw<Entry::cuUserObjectCreate>(t, &u, static_cast<void*>(nullptr), static_cast<CUhostFn>(nullptr),
-                                                1u, no_sync);
+    CUresult r = raw<Entry::cuUserObjectCreate>(t, &u, static_cast<void*>(nullptr),
+                                                static_cast<CUhostFn>(nullptr), 1u, no_sync);
     CHECK(r == CUDA_ERROR_INVALID_VALUE);
   }
   {  // 11l3
     Obj o;
-    CUresult r = raw<Entry::cuUserObjectCreate>(t, static_cast<CUuserObject*>(nullptr), static_cast<void*>(&o),
-                                                &obj_destroy, 1u, no_sync);
+    CUresult r = raw<Entry::cuUserObjectCreate>(t, static_cast<CUuserObject*>(nullptr),
+                                                static_cast<void*>(&o), &obj_destroy, 1u, no_sync);
     CHECK(r == CUDA_ERROR_INVALID_VALUE);
     CHECK(still_alive(o));
   }
   finish();
 }
 
-TEST_CASE_FIXTURE(DriverFixture,
-                  "1d: with an initial refcount of 2 the first release keeps the object and the second runs the "
-                  "destructor once") {
+TEST_CASE_FIXTURE(
+    DriverFixture,
+    "1d: with an initial refcount of 2 the first release keeps the object and the second runs the "
+    "destructor once") {
   Obj o;
   CUuserObject u = make_uo(o, 2);
   CHECK(raw<Entry::cuUserObjectRelease>(t, u, 1u) == CUDA_SUCCESS);
@@ -81,9 +84,10 @@ TEST_CASE_FIXTURE(DriverFixture,
   finish();
 }
 
-TEST_CASE_FIXTURE(DriverFixture,
-                  "1e: cuUserObjectRetain(2) adds two references, release(2) keeps the object, release(1) runs the "
-                  "destructor once") {
+TEST_CASE_FIXTURE(
+    DriverFixture,
+    "1e: cuUserObjectRetain(2) adds two references, release(2) keeps the object, release(1) runs the "
+    "destructor once") {
   Obj o;
   CUuserObject u = make_uo(o, 1);
   CHECK(raw<Entry::cuUserObjectRetain>(t, u, 2u) == CUDA_SUCCESS);
@@ -94,9 +98,10 @@ TEST_CASE_FIXTURE(DriverFixture,
   finish();
 }
 
-TEST_CASE_FIXTURE(DriverFixture,
-                  "1f 1f2: cuUserObjectRelease dropping the last reference runs the destructor synchronously on the "
-                  "calling thread, before the call returns") {
+TEST_CASE_FIXTURE(
+    DriverFixture,
+    "1f 1f2: cuUserObjectRelease dropping the last reference runs the destructor synchronously on the "
+    "calling thread, before the call returns") {
   constexpr int trials = 20;
   int before_return = 0;
   int on_caller = 0;
@@ -117,9 +122,10 @@ TEST_CASE_FIXTURE(DriverFixture,
   finish();
 }
 
-TEST_CASE_FIXTURE(DriverFixture,
-                  "1g 1g2: cuUserObjectRelease blocks for the whole duration of the destructor it runs, and two such "
-                  "releases run their destructors one after the other on the calling thread") {
+TEST_CASE_FIXTURE(
+    DriverFixture,
+    "1g 1g2: cuUserObjectRelease blocks for the whole duration of the destructor it runs, and two such "
+    "releases run their destructors one after the other on the calling thread") {
   constexpr int dtor_ms = 50;
   Obj a;
   Obj b;
@@ -143,9 +149,10 @@ TEST_CASE_FIXTURE(DriverFixture,
   finish();
 }
 
-TEST_CASE_FIXTURE(DriverFixture,
-                  "1i: graph host-node callbacks run on a driver thread, not on the thread that runs synchronous "
-                  "user-object destructors") {
+TEST_CASE_FIXTURE(
+    DriverFixture,
+    "1i: graph host-node callbacks run on a driver thread, not on the thread that runs synchronous "
+    "user-object destructors") {
   HostRec h;
   CUgraph g = new_graph();
   add_host(g, h);
@@ -170,14 +177,16 @@ TEST_CASE_FIXTURE(DriverFixture,
                   "object return CUDA_ERROR_INVALID_VALUE and leave the object alive") {
   Obj o;
   CUuserObject u = make_uo(o, 1);
-  CHECK(raw<Entry::cuUserObjectRetain>(t, u, 0u) == CUDA_ERROR_INVALID_VALUE);                         // 11x
-  CHECK(raw<Entry::cuUserObjectRelease>(t, u, 0u) == CUDA_ERROR_INVALID_VALUE);                        // 11y
-  CHECK(raw<Entry::cuUserObjectRetain>(t, static_cast<CUuserObject>(nullptr), 1u) == CUDA_ERROR_INVALID_VALUE);   // 11z1
-  CHECK(raw<Entry::cuUserObjectRelease>(t, static_cast<CUuserObject>(nullptr), 1u) == CUDA_ERROR_INVALID_VALUE);  // 11z2
+  CHECK(raw<Entry::cuUserObjectRetain>(t, u, 0u) == CUDA_ERROR_INVALID_VALUE);   // 11x
+  CHECK(raw<Entry::cuUserObjectRelease>(t, u, 0u) == CUDA_ERROR_INVALID_VALUE);  // 11y
+  CHECK(raw<Entry::cuUserObjectRetain>(t, static_cast<CUuserObject>(nullptr), 1u) ==
+        CUDA_ERROR_INVALID_VALUE);  // 11z1
+  CHECK(raw<Entry::cuUserObjectRelease>(t, static_cast<CUuserObject>(nullptr), 1u) ==
+        CUDA_ERROR_INVALID_VALUE);  // 11z2
   CHECK(still_alive(o));
   CHECK(raw<Entry::cuUserObjectRelease>(t, u, 1u) == CUDA_SUCCESS);  // still exactly one reference
   CHECK(ran_once(o));
   finish();
 }
 
-}  // TEST_SUITE
+TEST_SUITE_END();

@@ -58,15 +58,15 @@ FillSeen g_fill;
 void register_sim_twins() {
   using tether::sim::LaunchInfo;
   tether::sim::register_kernel<float*>("touch", [](const LaunchInfo&, float*) { g_touch_runs.fetch_add(1); });
-  tether::sim::register_kernel<float*, float, unsigned>("fill", [](const LaunchInfo& info, float* p, float v,
-                                                                   unsigned n) {
-    g_fill.grid = info.grid;
-    g_fill.block = info.block;
-    g_fill.value = v;
-    g_fill.n = n;
-    for (unsigned i = 0; i < n; ++i) p[i] = v + static_cast<float>(i);
-    g_fill.runs.fetch_add(1);
-  });
+  tether::sim::register_kernel<float*, float, unsigned>(
+      "fill", [](const LaunchInfo& info, float* p, float v, unsigned n) {
+        g_fill.grid = info.grid;
+        g_fill.block = info.block;
+        g_fill.value = v;
+        g_fill.n = n;
+        for (unsigned i = 0; i < n; ++i) p[i] = v + static_cast<float>(i);
+        g_fill.runs.fetch_add(1);
+      });
   tether::sim::unregister_kernel("orphan");
 }
 
@@ -85,10 +85,11 @@ bool skip_on_real_driver() {
 
 }  // namespace
 
-TEST_SUITE("simulator only") {
+TEST_SUITE_BEGIN("simulator only");
 
-TEST_CASE_FIXTURE(DriverFixture,
-                  "fail_call on a named entry point fails exactly its nth call with the chosen result, then stops") {
+TEST_CASE_FIXTURE(
+    DriverFixture,
+    "fail_call on a named entry point fails exactly its nth call with the chosen result, then stops") {
   if (skip_on_real_driver()) return;
   const std::uint64_t injected_before = tether::sim::injected_faults();
   tether::sim::fail_call("cuGraphCreate", 2, tether::Errc::invalid_handle);
@@ -149,9 +150,10 @@ TEST_CASE_FIXTURE(DriverFixture, "call_count counts the calls of one entry point
   finish();
 }
 
-TEST_CASE_FIXTURE(DriverFixture,
-                  "a kernel launch whose pointer argument points into freed memory records use_after_free and does "
-                  "not run the twin") {
+TEST_CASE_FIXTURE(
+    DriverFixture,
+    "a kernel launch whose pointer argument points into freed memory records use_after_free and does "
+    "not run the twin") {
   if (skip_on_real_driver()) return;
   CUmodule m = load_sim_module();
   CUfunction touch = nullptr;
@@ -162,8 +164,8 @@ TEST_CASE_FIXTURE(DriverFixture,
   CHECK(raw<Entry::cuMemFree>(t, d) == CUDA_SUCCESS);
   g_touch_runs.store(0);
   void* args[] = {&inside};
-  CHECK(raw<Entry::cuLaunchKernel>(t, touch, 1u, 1u, 1u, 1u, 1u, 1u, 0u, stream, args, static_cast<void**>(nullptr)) ==
-        CUDA_SUCCESS);
+  CHECK(raw<Entry::cuLaunchKernel>(t, touch, 1u, 1u, 1u, 1u, 1u, 1u, 0u, stream, args,
+                                   static_cast<void**>(nullptr)) == CUDA_SUCCESS);
   (void)raw<Entry::cuStreamSynchronize>(t, stream);
   CHECK(g_touch_runs.load() == 0);
   expect_violations(tether::sim::ViolationKind::use_after_free);
@@ -171,9 +173,10 @@ TEST_CASE_FIXTURE(DriverFixture,
   finish();
 }
 
-TEST_CASE_FIXTURE(DriverFixture,
-                  "a twin receives the launch's real argument values and writes device memory that cuMemcpyDtoH "
-                  "reads back") {
+TEST_CASE_FIXTURE(
+    DriverFixture,
+    "a twin receives the launch's real argument values and writes device memory that cuMemcpyDtoH "
+    "reads back") {
   if (skip_on_real_driver()) return;
   CUmodule m = load_sim_module();
   CUfunction fill = nullptr;
@@ -185,8 +188,8 @@ TEST_CASE_FIXTURE(DriverFixture,
   float value = 2.5f;
   unsigned count = n;
   void* args[] = {&d, &value, &count};
-  CHECK(raw<Entry::cuLaunchKernel>(t, fill, 2u, 1u, 1u, 32u, 1u, 1u, 0u, stream, args, static_cast<void**>(nullptr)) ==
-        CUDA_SUCCESS);
+  CHECK(raw<Entry::cuLaunchKernel>(t, fill, 2u, 1u, 1u, 32u, 1u, 1u, 0u, stream, args,
+                                   static_cast<void**>(nullptr)) == CUDA_SUCCESS);
   sync();
   CHECK(g_fill.runs.load() == 1);
   CHECK(g_fill.value == 2.5f);
@@ -216,7 +219,8 @@ TEST_CASE_FIXTURE(DriverFixture,
   finish();
 }
 
-TEST_CASE_FIXTURE(DriverFixture, "stats counts live objects and returns to its starting values after cleanup") {
+TEST_CASE_FIXTURE(DriverFixture,
+                  "stats counts live objects and returns to its starting values after cleanup") {
   if (skip_on_real_driver()) return;
   REQUIRE(tether::sim::quiesce(std::chrono::seconds(3)));
   const tether::sim::Stats before = tether::sim::stats();
@@ -285,4 +289,4 @@ TEST_CASE_FIXTURE(DriverFixture,
   finish();
 }
 
-}  // TEST_SUITE
+TEST_SUITE_END();

@@ -43,16 +43,24 @@ inline doctest::String toString(CUresult r) {
 }
 inline doctest::String toString(CUgraphExecUpdateResult r) {
   switch (r) {
-    case CU_GRAPH_EXEC_UPDATE_SUCCESS: return "CU_GRAPH_EXEC_UPDATE_SUCCESS";
-    case CU_GRAPH_EXEC_UPDATE_ERROR: return "CU_GRAPH_EXEC_UPDATE_ERROR";
-    case CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED: return "CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED";
-    case CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED: return "CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED";
-    case CU_GRAPH_EXEC_UPDATE_ERROR_FUNCTION_CHANGED: return "CU_GRAPH_EXEC_UPDATE_ERROR_FUNCTION_CHANGED";
-    case CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED: return "CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED";
-    case CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED: return "CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED";
+    case CU_GRAPH_EXEC_UPDATE_SUCCESS:
+      return "CU_GRAPH_EXEC_UPDATE_SUCCESS";
+    case CU_GRAPH_EXEC_UPDATE_ERROR:
+      return "CU_GRAPH_EXEC_UPDATE_ERROR";
+    case CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED:
+      return "CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED";
+    case CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED:
+      return "CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED";
+    case CU_GRAPH_EXEC_UPDATE_ERROR_FUNCTION_CHANGED:
+      return "CU_GRAPH_EXEC_UPDATE_ERROR_FUNCTION_CHANGED";
+    case CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED:
+      return "CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED";
+    case CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED:
+      return "CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED";
     case CU_GRAPH_EXEC_UPDATE_ERROR_UNSUPPORTED_FUNCTION_CHANGE:
       return "CU_GRAPH_EXEC_UPDATE_ERROR_UNSUPPORTED_FUNCTION_CHANGE";
-    case CU_GRAPH_EXEC_UPDATE_ERROR_ATTRIBUTES_CHANGED: return "CU_GRAPH_EXEC_UPDATE_ERROR_ATTRIBUTES_CHANGED";
+    case CU_GRAPH_EXEC_UPDATE_ERROR_ATTRIBUTES_CHANGED:
+      return "CU_GRAPH_EXEC_UPDATE_ERROR_ATTRIBUTES_CHANGED";
   }
   return "CU_GRAPH_EXEC_UPDATE_?";
 }
@@ -65,12 +73,17 @@ using tether::detail::raw;
 // ------------------------------------------------------------------------------------------ time
 
 inline std::int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 /// Milliseconds from `from` to `to` (steady-clock nanoseconds).
-inline double ms_between(std::int64_t from, std::int64_t to) { return static_cast<double>(to - from) / 1e6; }
-inline void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+inline double ms_between(std::int64_t from, std::int64_t to) {
+  return static_cast<double>(to - from) / 1e6;
+}
+inline void sleep_ms(int ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+}
 
 /// How long a "not released" check waits before concluding (the probe used 150 ms).
 inline constexpr int settle_ms = 50;
@@ -153,7 +166,8 @@ inline Driver make_driver() {
   require_ok(raw<Entry::cuDeviceGet>(t, &d.device, 0), "cuDeviceGet");
   require_ok(raw<Entry::cuDevicePrimaryCtxRetain>(t, &d.ctx, d.device), "cuDevicePrimaryCtxRetain");
   require_ok(raw<Entry::cuCtxSetCurrent>(t, d.ctx), "cuCtxSetCurrent");
-  require_ok(raw<Entry::cuModuleLoadData>(t, &d.module, static_cast<const void*>(probe_ptx)), "cuModuleLoadData");
+  require_ok(raw<Entry::cuModuleLoadData>(t, &d.module, static_cast<const void*>(probe_ptx)),
+             "cuModuleLoadData");
   require_ok(raw<Entry::cuModuleGetFunction>(t, &d.noop, d.module, "noop"), "cuModuleGetFunction(noop)");
   require_ok(raw<Entry::cuModuleGetFunction>(t, &d.other, d.module, "other"), "cuModuleGetFunction(other)");
   require_ok(raw<Entry::cuModuleGetFunction>(t, &d.spin, d.module, "spin"), "cuModuleGetFunction(spin)");
@@ -167,10 +181,14 @@ inline const Driver& driver() {
   static const Driver d = make_driver();
   return d;
 }
-inline const tether::detail::DriverTable& table() { return *driver().table; }
+inline const tether::detail::DriverTable& table() {
+  return *driver().table;
+}
 
 /// Whether the tests run on tether's simulated driver.
-inline bool on_simulator() { return tether::Runtime::open().kind() == tether::DriverKind::simulated; }
+inline bool on_simulator() {
+  return tether::Runtime::open().kind() == tether::DriverKind::simulated;
+}
 
 // ---------------------------------------------------------------------- simulator violations
 
@@ -197,7 +215,8 @@ inline void expect_violations(tether::sim::ViolationKind kind) {
   std::size_t matching = 0;
   for (const auto& v : vs) matching += v.kind == kind ? 1 : 0;
   CHECK_MESSAGE(matching >= 1, "expected a " << std::string(tether::sim::to_string(kind))
-                                             << " violation; recorded:\n" << describe(vs));
+                                             << " violation; recorded:\n"
+                                             << describe(vs));
   CHECK_MESSAGE(matching == vs.size(), "violations of other kinds recorded:\n" << describe(vs));
   tether::sim::clear_violations();
 }
@@ -218,34 +237,38 @@ enum class InsideCall {
 inline int make_inside_call(InsideCall call, CUdeviceptr dptr, CUuserObject other) {
   const tether::detail::DriverTable& t = table();
   switch (call) {
-    case InsideCall::none: return -1;
+    case InsideCall::none:
+      return -1;
     case InsideCall::ctx_get_current: {
       CUcontext c = nullptr;
       return static_cast<int>(raw<Entry::cuCtxGetCurrent>(t, &c));
     }
-    case InsideCall::mem_free: return static_cast<int>(raw<Entry::cuMemFree>(t, dptr));
+    case InsideCall::mem_free:
+      return static_cast<int>(raw<Entry::cuMemFree>(t, dptr));
     case InsideCall::mem_alloc: {
       CUdeviceptr d = 0;
       return static_cast<int>(raw<Entry::cuMemAlloc>(t, &d, std::size_t{256}));
     }
-    case InsideCall::stream_query: return static_cast<int>(raw<Entry::cuStreamQuery>(t, driver().stream));
-    case InsideCall::release_other: return static_cast<int>(raw<Entry::cuUserObjectRelease>(t, other, 1u));
+    case InsideCall::stream_query:
+      return static_cast<int>(raw<Entry::cuStreamQuery>(t, driver().stream));
+    case InsideCall::release_other:
+      return static_cast<int>(raw<Entry::cuUserObjectRelease>(t, other, 1u));
   }
   return -1;
 }
 
 /// A user object whose destructor records when, where and how often it ran.
 struct Obj {
-  std::atomic<int> count{0};                // destructor calls
-  std::atomic<std::thread::id> tid{};       // thread of the (last) destructor call
-  std::atomic<std::int64_t> t_start{0};     // now_ns() when the destructor started
-  std::atomic<std::int64_t> t_end{0};       // ... and finished
-  int sleep_ms = 0;                         // the destructor sleeps this long
-  InsideCall call = InsideCall::none;       // the driver call the destructor makes
-  CUdeviceptr dptr = 0;                     // for InsideCall::mem_free
-  CUuserObject other = nullptr;             // for InsideCall::release_other
-  std::atomic<int> api_result{-1};          // what the call returned (a CUresult), -1 before
-  std::atomic<bool> api_done{false};        // the call returned
+  std::atomic<int> count{0};             // destructor calls
+  std::atomic<std::thread::id> tid{};    // thread of the (last) destructor call
+  std::atomic<std::int64_t> t_start{0};  // now_ns() when the destructor started
+  std::atomic<std::int64_t> t_end{0};    // ... and finished
+  int sleep_ms = 0;                      // the destructor sleeps this long
+  InsideCall call = InsideCall::none;    // the driver call the destructor makes
+  CUdeviceptr dptr = 0;                  // for InsideCall::mem_free
+  CUuserObject other = nullptr;          // for InsideCall::release_other
+  std::atomic<int> api_result{-1};       // what the call returned (a CUresult), -1 before
+  std::atomic<bool> api_done{false};     // the call returned
 
   CUresult result() const { return static_cast<CUresult>(api_result.load()); }
 };
@@ -267,15 +290,16 @@ inline void CUDA_CB obj_destroy(void* p) {
 inline CUuserObject make_uo(Obj& o, unsigned refs = 1) {
   CUuserObject u = nullptr;
   REQUIRE(raw<Entry::cuUserObjectCreate>(table(), &u, static_cast<void*>(&o), &obj_destroy, refs,
-                                         static_cast<unsigned>(CU_USER_OBJECT_NO_DESTRUCTOR_SYNC)) == CUDA_SUCCESS);
+                                         static_cast<unsigned>(CU_USER_OBJECT_NO_DESTRUCTOR_SYNC)) ==
+          CUDA_SUCCESS);
   return u;
 }
 
 /// Creates a user object observed by `o` and moves its only reference into graph `g`.
 inline CUuserObject attach(CUgraph g, Obj& o) {
   CUuserObject u = make_uo(o, 1);
-  CHECK(raw<Entry::cuGraphRetainUserObject>(table(), g, u, 1u, static_cast<unsigned>(CU_GRAPH_USER_OBJECT_MOVE)) ==
-        CUDA_SUCCESS);
+  CHECK(raw<Entry::cuGraphRetainUserObject>(
+            table(), g, u, 1u, static_cast<unsigned>(CU_GRAPH_USER_OBJECT_MOVE)) == CUDA_SUCCESS);
   return u;
 }
 
@@ -363,8 +387,8 @@ inline CUgraphNode add_host(CUgraph g, HostRec& h) {
   hp.fn = &host_record;
   hp.userData = &h;
   CUgraphNode n = nullptr;
-  CHECK(raw<Entry::cuGraphAddHostNode>(table(), &n, g, static_cast<const CUgraphNode*>(nullptr), std::size_t{0},
-                                       &hp) == CUDA_SUCCESS);
+  CHECK(raw<Entry::cuGraphAddHostNode>(table(), &n, g, static_cast<const CUgraphNode*>(nullptr),
+                                       std::size_t{0}, &hp) == CUDA_SUCCESS);
   return n;
 }
 
@@ -388,8 +412,12 @@ inline std::vector<CUgraphNode> nodes_of(CUgraph g) {
   return v;
 }
 
-inline void destroy_graph(CUgraph g) { CHECK(raw<Entry::cuGraphDestroy>(table(), g) == CUDA_SUCCESS); }
-inline void destroy_exec(CUgraphExec e) { CHECK(raw<Entry::cuGraphExecDestroy>(table(), e) == CUDA_SUCCESS); }
+inline void destroy_graph(CUgraph g) {
+  CHECK(raw<Entry::cuGraphDestroy>(table(), g) == CUDA_SUCCESS);
+}
+inline void destroy_exec(CUgraphExec e) {
+  CHECK(raw<Entry::cuGraphExecDestroy>(table(), e) == CUDA_SUCCESS);
+}
 
 /// A conditional node and its first body graph (the probe's add_cond).
 struct CondNode {
@@ -403,8 +431,8 @@ struct CondNode {
 inline CondNode add_cond(CUgraph g, CUgraphConditionalNodeType type, unsigned dflt) {
   CondNode c;
   CUgraphConditionalHandle h = 0;
-  c.handle_result = raw<Entry::cuGraphConditionalHandleCreate>(table(), &h, g, driver().ctx, dflt,
-                                                               static_cast<unsigned>(CU_GRAPH_COND_ASSIGN_DEFAULT));
+  c.handle_result = raw<Entry::cuGraphConditionalHandleCreate>(
+      table(), &h, g, driver().ctx, dflt, static_cast<unsigned>(CU_GRAPH_COND_ASSIGN_DEFAULT));
   if (c.handle_result != CUDA_SUCCESS) return c;
   CUgraphNodeParams np{};
   np.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
@@ -412,8 +440,9 @@ inline CondNode add_cond(CUgraph g, CUgraphConditionalNodeType type, unsigned df
   np.conditional.type = type;
   np.conditional.size = 1;
   np.conditional.ctx = driver().ctx;
-  c.add_result = raw<Entry::cuGraphAddNode>(table(), &c.node, g, static_cast<const CUgraphNode*>(nullptr),
-                                            static_cast<const CUgraphEdgeData*>(nullptr), std::size_t{0}, &np);
+  c.add_result =
+      raw<Entry::cuGraphAddNode>(table(), &c.node, g, static_cast<const CUgraphNode*>(nullptr),
+                                 static_cast<const CUgraphEdgeData*>(nullptr), std::size_t{0}, &np);
   if (c.add_result == CUDA_SUCCESS) c.body = np.conditional.phGraph_out[0];
   return c;
 }
@@ -460,7 +489,9 @@ class DriverFixture {
   void make_current() const { REQUIRE(raw<Entry::cuCtxSetCurrent>(t, ctx) == CUDA_SUCCESS); }
 
   void launch(CUgraphExec e) const { CHECK(raw<Entry::cuGraphLaunch>(t, e, stream) == CUDA_SUCCESS); }
-  void launch_on(CUgraphExec e, CUstream s) const { CHECK(raw<Entry::cuGraphLaunch>(t, e, s) == CUDA_SUCCESS); }
+  void launch_on(CUgraphExec e, CUstream s) const {
+    CHECK(raw<Entry::cuGraphLaunch>(t, e, s) == CUDA_SUCCESS);
+  }
   void sync() const { CHECK(raw<Entry::cuStreamSynchronize>(t, stream) == CUDA_SUCCESS); }
   void sync_on(CUstream s) const { CHECK(raw<Entry::cuStreamSynchronize>(t, s) == CUDA_SUCCESS); }
   /// Uploads `e` and waits, so that a later launch's timing excludes the first-launch upload.
