@@ -8,6 +8,7 @@
 #include <string>
 
 #include "support/child.hpp"
+#include "support/paths.hpp"
 #include "tether.hpp"
 
 using tether_test::run_in_child;
@@ -41,20 +42,20 @@ TEST_CASE("TETHER_DRIVER with an unknown value is rejected naming the value") {
 }
 
 TEST_CASE("TETHER_DRIVER=cuda opens the real driver and reuses it") {
-  auto r = open_with("cuda", TETHER_TEST_FAKE_CUDA);
-  CHECK(r.output == fmt::format("cuda|cuda driver 13.0 from {}, 1 device|same", TETHER_TEST_FAKE_CUDA));
+  auto r = open_with("cuda", tether_test::fake_cuda_path().c_str());
+  CHECK(r.output == fmt::format("cuda|cuda driver 13.0 from {}, 1 device|same", tether_test::fake_cuda_path().c_str()));
   CHECK(r.err.empty());
 }
 
 TEST_CASE("TETHER_DRIVER=cuda without a usable driver fails with the loader's reason") {
   auto r = open_with("cuda", "/nonexistent/libcuda.so.1");
   CHECK(r.output.rfind("error:missing_library|", 0) == 0);
-  auto s = open_with("cuda", TETHER_TEST_FAKE_CUDA, "stub");
+  auto s = open_with("cuda", tether_test::fake_cuda_path().c_str(), "stub");
   CHECK(s.output.rfind("error:stub_library|", 0) == 0);
 }
 
 TEST_CASE("an unset TETHER_DRIVER picks the real driver when it is usable, silently") {
-  auto r = open_with(nullptr, TETHER_TEST_FAKE_CUDA);
+  auto r = open_with(nullptr, tether_test::fake_cuda_path().c_str());
   CHECK(r.output.rfind("cuda|", 0) == 0);
   CHECK(r.err.empty());
 }

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <string>
 
+#include "support/paths.hpp"
 #include "tether.hpp"
 
 using tether::DriverUnavailable;
@@ -45,14 +46,14 @@ TEST_CASE("a missing driver library is reported as missing_library with the load
 }
 
 TEST_CASE("a library without cuGetProcAddress is reported as missing_entry") {
-  DriverUnavailable e = load_failure(TETHER_TEST_NOT_CUDA);
+  DriverUnavailable e = load_failure(tether_test::not_cuda_path().c_str());
   CHECK(e.reason() == Unavailable::missing_entry);
   CHECK(contains(e.what(), "cuGetProcAddress_v2"));
 }
 
 TEST_CASE("the toolkit's stub driver is reported as stub_library") {
   FakeMode m("stub");
-  DriverUnavailable e = load_failure(TETHER_TEST_FAKE_CUDA);
+  DriverUnavailable e = load_failure(tether_test::fake_cuda_path().c_str());
   CHECK(e.reason() == Unavailable::stub_library);
   CHECK(contains(e.what(), "CUDA_ERROR_STUB_LIBRARY"));
 }
@@ -69,27 +70,27 @@ TEST_CASE("the real CUDA toolkit stub library, where installed, is reported as s
 
 TEST_CASE("cuInit reporting no device is reported as no_device") {
   FakeMode m("no_device");
-  DriverUnavailable e = load_failure(TETHER_TEST_FAKE_CUDA);
+  DriverUnavailable e = load_failure(tether_test::fake_cuda_path().c_str());
   CHECK(e.reason() == Unavailable::no_device);
   CHECK(contains(e.what(), "CUDA_ERROR_NO_DEVICE"));
 }
 
 TEST_CASE("a driver that initialises but counts zero devices is reported as no_device") {
   FakeMode m("zero_devices");
-  DriverUnavailable e = load_failure(TETHER_TEST_FAKE_CUDA);
+  DriverUnavailable e = load_failure(tether_test::fake_cuda_path().c_str());
   CHECK(e.reason() == Unavailable::no_device);
 }
 
 TEST_CASE("any other cuInit failure is reported as init_failed with the result's name") {
   FakeMode m("init_error");
-  DriverUnavailable e = load_failure(TETHER_TEST_FAKE_CUDA);
+  DriverUnavailable e = load_failure(tether_test::fake_cuda_path().c_str());
   CHECK(e.reason() == Unavailable::init_failed);
   CHECK(contains(e.what(), "CUDA_ERROR_OPERATING_SYSTEM"));
 }
 
 TEST_CASE("a driver older than tether's minimum is reported as too_old with both versions") {
   FakeMode m("old");
-  DriverUnavailable e = load_failure(TETHER_TEST_FAKE_CUDA);
+  DriverUnavailable e = load_failure(tether_test::fake_cuda_path().c_str());
   CHECK(e.reason() == Unavailable::too_old);
   CHECK(contains(e.what(), "11.8"));
   CHECK(contains(e.what(), "12.3"));
@@ -97,14 +98,14 @@ TEST_CASE("a driver older than tether's minimum is reported as too_old with both
 
 TEST_CASE("a driver that cannot resolve a required entry point is reported as missing_entry") {
   FakeMode m("no_graphs");
-  DriverUnavailable e = load_failure(TETHER_TEST_FAKE_CUDA);
+  DriverUnavailable e = load_failure(tether_test::fake_cuda_path().c_str());
   CHECK(e.reason() == Unavailable::missing_entry);
   CHECK(contains(e.what(), "cuGraphCreate"));
 }
 
 TEST_CASE("a working driver fills every entry of the table") {
   FakeMode m("ok");
-  std::unique_ptr<DriverTable> t = load_cuda_driver(TETHER_TEST_FAKE_CUDA);
+  std::unique_ptr<DriverTable> t = load_cuda_driver(tether_test::fake_cuda_path().c_str());
   CHECK(t->kind == tether::DriverKind::cuda);
   CHECK(t->version == 13000);
   CHECK(t->device_count == 1);
@@ -120,7 +121,7 @@ TEST_CASE("a working driver fills every entry of the table") {
 
 TEST_CASE("a failing call through the table throws DriverError with the driver's own description") {
   FakeMode m("ok");
-  std::unique_ptr<DriverTable> t = load_cuda_driver(TETHER_TEST_FAKE_CUDA);
+  std::unique_ptr<DriverTable> t = load_cuda_driver(tether_test::fake_cuda_path().c_str());
   CUgraph g = nullptr;
   try {
     call<Entry::cuGraphCreate>(*t, "creating a graph", &g, 7u);
@@ -136,7 +137,7 @@ TEST_CASE("a failing call through the table throws DriverError with the driver's
 
 TEST_CASE("an entry point newer than the driver is stubbed and calling it names the versions") {
   FakeMode m("v12_3");
-  std::unique_ptr<DriverTable> t = load_cuda_driver(TETHER_TEST_FAKE_CUDA);
+  std::unique_ptr<DriverTable> t = load_cuda_driver(tether_test::fake_cuda_path().c_str());
   CHECK(t->state[index(Entry::cuEventElapsedTime)] == EntryState::too_old);
   CHECK(t->state[index(Entry::cuGraphAddNode)] == EntryState::resolved);
   float ms = 0;
@@ -148,13 +149,13 @@ TEST_CASE("an entry point newer than the driver is stubbed and calling it names 
     CHECK(e.reason() == Unavailable::too_old);
     CHECK(std::string(e.what()) ==
           fmt::format("cuEventElapsedTime needs a CUDA 12.8 driver; this driver is 12.3 ({}) while timing",
-                      TETHER_TEST_FAKE_CUDA));
+                      tether_test::fake_cuda_path().c_str()));
   }
 }
 
 TEST_CASE("the lazy context of a call is only built when the call fails") {
   FakeMode m("ok");
-  std::unique_ptr<DriverTable> t = load_cuda_driver(TETHER_TEST_FAKE_CUDA);
+  std::unique_ptr<DriverTable> t = load_cuda_driver(tether_test::fake_cuda_path().c_str());
   int built = 0;
   CUgraph g = nullptr;
   call<Entry::cuGraphCreate>(*t, [&] { ++built; return std::string("creating"); }, &g, 0u);

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: 2026 The tether authors
+#
+# Runs the test executables of a build folder on the real driver (TETHER_DRIVER=cuda) and prints
+# one summary line per executable plus a total. Used on the GPU machine, where the build folder made
+# on the development machine is carried (see docs/gpu-results.md). Args: [build dir] [extra doctest args]
+set -uo pipefail
+build=${1:-build}
+shift || true
+export TETHER_DRIVER=${TETHER_DRIVER:-cuda}
+out=${OUT:-/tmp}
+status=0
+pass=0 fail=0
+for t in tests/unit_tests tests/module_surface_test tests/conformance_tests tests/tether_tests; do
+  exe="$build/$t"
+  [ -x "$exe" ] || continue
+  name=$(basename "$t")
+  "$exe" "$@" >"$out/$name.log" 2>&1
+  rc=$?
+  line=$(grep -E '^\[doctest\] test cases:' "$out/$name.log" | tail -1)
+  echo "$name (rc=$rc): $line"
+  p=$(sed -E 's/.*\| *([0-9]+) passed.*/\1/' <<<"$line")
+  f=$(sed -E 's/.*\| *([0-9]+) failed.*/\1/' <<<"$line")
+  pass=$((pass + ${p:-0})) fail=$((fail + ${f:-0}))
+  if [ $rc -ne 0 ]; then
+    status=1
+    grep -E "ERROR|FATAL|TEST CASE" "$out/$name.log" | head -40
+  fi
+done
+for e in "$build"/examples/[0-9]*; do
+  [ -x "$e" ] || continue
+  if "$e" >"$out/$(basename "$e").log" 2>&1; then pass=$((pass + 1)); echo "$(basename "$e"): ok"; else fail=$((fail + 1)); status=1; echo "$(basename "$e"): FAILED"; cat "$out/$(basename "$e").log"; fi
+done
+echo "gpu: $pass passed, $fail failed"
+exit $status

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: 2026 The tether authors
+#
+# Copies what the GPU machine needs from a build folder (library, test and example executables,
+# the fake driver libraries, bench programs) into a small folder with the same layout, so that it
+# fits the device tool's carry limit. Args: <build dir> <stage dir>
+set -euo pipefail
+build=$1 stage=$2
+rm -rf "$stage"
+mkdir -p "$stage/tests" "$stage/examples" "$stage/bench"
+cp -a "$build"/libtether.so* "$stage/" 2>/dev/null || true
+rm -rf "$stage"/libtether.so*.p
+for f in "$build"/tests/*; do
+  [ -f "$f" ] && [ -x "$f" ] && cp -a "$f" "$stage/tests/"
+done
+cp -a "$build"/tests/*.so "$stage/tests/" 2>/dev/null || true
+for d in examples bench; do
+  for f in "$build/$d"/*; do
+    [ -f "$f" ] && [ -x "$f" ] && cp -a "$f" "$stage/$d/"
+  done
+done
+du -sh "$stage"
