@@ -11,3 +11,7 @@
 #include "driver/table.hpp"
 #include "runtime/runtime.hpp"
 #include "sim/sim.hpp"
+#include "attach/owners.hpp"
+#include "attach/reclaimer.hpp"
+#include "attach/attachment.hpp"
+#include "graph/hierarchy.hpp"

@@ -1,0 +1,123 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 The tether authors
+//
+// Node attachments (ARCHITECTURE.md §2, §3; docs/design/attachments.md). One immutable attachment
+// per parameter version of a node, owned by its own CUDA user object whose single reference is
+// moved onto the graph; CUDA copies that reference into clones, embedded copies and executables and
+// holds it for in-flight launches. The user-object destructor only queues the attachment for the
+// reclaimer.
+#pragma once
+
+#include "../config.hpp"
+#include "../prelude.hpp"
+#include "../driver/table.hpp"
+#include "owners.hpp"
+#include "reclaimer.hpp"
+
+namespace tether::detail {
+
+/// The owners of one parameter version. Immutable after publication (invariant 1): nothing but
+/// its constructor and the reclaimer touches `owners_`.
+class NodeAttachment final : public Reclaimable {
+ public:
+  /// Builds an attachment holding `owners` and creates its user object
+  /// (cuUserObjectCreate, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC, refcount 1, owned by the caller).
+  /// On failure the owners are released here and DriverError is thrown.
+  static NodeAttachment* create(const DriverTable& drv, Owners&& owners);
+
+  /// The user object that owns this attachment.
+  CUuserObject user_object() const noexcept { return uo_; }
+  /// Number of owners held.
+  std::size_t owner_count() const noexcept { return owners_.size(); }
+
+  void reclaim() noexcept override;
+
+  /// Attachments alive in the process (created and not yet reclaimed).
+  static std::uint64_t live() noexcept;
+
+ private:
+  explicit NodeAttachment(Owners&& owners) noexcept : owners_(std::move(owners)) {}
+  ~NodeAttachment();
+  static void on_destroy(void* self);  // CUhostFn signature; only queues (invariant 9)
+
+  Owners owners_;
+  CUuserObject uo_ = nullptr;
+};
+
+/// A reference to an attachment staged on a graph by prepare() and not yet published.
+struct Staged {
+  CUgraph graph = nullptr;
+  NodeAttachment* attachment = nullptr;
+  explicit operator bool() const noexcept { return attachment != nullptr; }
+};
+
+/// Prepare (the fallible part, done before the driver mutation): creates the attachment and its
+/// user object and moves the reference onto `graph` (cuGraphRetainUserObject, MOVE). Returns an
+/// empty Staged for an empty bundle (no attachment for a version without owners). On failure
+/// nothing is left behind: a user object whose retain failed is released (never deleted directly),
+/// so its attachment reaches the reclaimer through the ordinary path. Throws DriverError.
+Staged prepare(const DriverTable& drv, CUgraph graph, Owners&& owners);
+
+/// Rollback of a prepare whose driver mutation failed or was undone: releases the staged reference
+/// (cuGraphReleaseUserObject). Never throws; a failing release is reported through the error hook
+/// and leaves the reference on the graph (released when the graph is destroyed).
+void rollback(const DriverTable& drv, Staged& staged) noexcept;
+
+/// Commit: publishes `staged` into `slot` (the metadata, invariant 3: before any release) and then
+/// releases the graph's reference to the previous version. Cannot fail and does not allocate
+/// (invariant 4); a failing release is reported through the error hook.
+void commit(const DriverTable& drv, NodeAttachment*& slot, Staged& staged) noexcept;
+
+/// Releases the graph's reference to `attachment` (a removed node's current version).
+void release_from(const DriverTable& drv, CUgraph graph, NodeAttachment* attachment, const char* what) noexcept;
+
+/// Owner accumulator of an executable graph (ARCHITECTURE.md §2): CUDA cannot retain a user
+/// object on a CUgraphExec, so it is retained on the source graph just before instantiate / whole
+/// update (CUDA then propagates it into the executable) and released from the source right after,
+/// on every path. Owners of per-node executable updates are added to it.
+class ExecAccumulator final : public Reclaimable {
+ public:
+  /// Creates the accumulator and its user object (refcount 1, the caller's).
+  static ExecAccumulator* create(const DriverTable& drv);
+  CUuserObject user_object() const noexcept { return uo_; }
+  void reclaim() noexcept override;
+  /// Owners kept until the executable (and every launch of it) is gone. Serialised by the
+  /// executable's lock.
+  Owners& owners() noexcept { return owners_; }
+  static std::uint64_t live() noexcept;
+
+ private:
+  ExecAccumulator() = default;
+  ~ExecAccumulator();
+  static void on_destroy(void* self);
+  Owners owners_;
+  CUuserObject uo_ = nullptr;
+};
+
+/// Runs `propagate()` (cuGraphInstantiate or cuGraphExecUpdate) with `acc`'s reference moved onto
+/// `source` for the duration (invariant 11), then releases it from the source on every path
+/// (invariant 12) — after `publish()` on success (invariant 14). If the retain fails the caller's
+/// reference is still owned by the caller. Throws what `propagate` throws, or DriverError.
+template <class Propagate, class Publish>
+void with_accumulator_on(const DriverTable& drv, CUgraph source, ExecAccumulator* acc, Propagate&& propagate,
+                         Publish&& publish) {
+  // Retain a second reference on the graph (flags 0), so that the caller's own reference keeps the
+  // accumulator alive whatever happens below.
+  call<Entry::cuGraphRetainUserObject>(drv, "retaining an executable's owner accumulator on its source graph",
+                                       source, acc->user_object(), 1u, 0u);
+  struct ReleaseFromSource {
+    const DriverTable& drv;
+    CUgraph source;
+    ExecAccumulator* acc;
+    ~ReleaseFromSource() {
+      CUresult r = raw<Entry::cuGraphReleaseUserObject>(drv, source, acc->user_object(), 1u);
+      if (r != CUDA_SUCCESS)
+        report_error("releasing an executable's owner accumulator from its source graph",
+                     std::string(result_name(r)) + " (the reference stays until the graph is destroyed)");
+    }
+  } guard{drv, source, acc};
+  propagate();
+  publish();
+}
+
+}  // namespace tether::detail

@@ -1,0 +1,136 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 The tether authors
+#include "reclaimer.hpp"
+
+namespace tether::detail {
+
+namespace {
+thread_local int t_forbid = 0;
+thread_local bool t_reclaimer = false;
+
+class DeferredCall final : public Reclaimable {
+ public:
+  explicit DeferredCall(std::function<void()> fn) : fn_(std::move(fn)) {}
+  void reclaim() noexcept override {
+    try {
+      fn_();
+    } catch (...) {
+      report_current_exception("running a deferred release on the reclaimer");
+    }
+    delete this;
+  }
+
+ private:
+  std::function<void()> fn_;
+};
+}  // namespace
+
+ForbidCuda::ForbidCuda() noexcept { ++t_forbid; }
+ForbidCuda::~ForbidCuda() { --t_forbid; }
+bool cuda_forbidden_here() noexcept { return t_forbid > 0; }
+bool on_reclaimer_thread() noexcept { return t_reclaimer; }
+
+Reclaimer& Reclaimer::instance() noexcept {
+  // Why never destroyed: user objects may be released by the driver during and after static
+  // destruction; the queue must still be there to take them (they are then leaked on purpose).
+  static Reclaimer* r = new Reclaimer();
+  return *r;
+}
+
+void Reclaimer::ensure_started() {
+  if (started_.load(std::memory_order_acquire) || started_.exchange(true)) return;
+  std::thread([this] { run(); }).detach();
+  std::atexit(&Reclaimer::at_exit);
+}
+
+void Reclaimer::push(Reclaimable* item) noexcept {
+  Reclaimable* h = head_.load(std::memory_order_relaxed);
+  do {
+    item->next_ = h;
+  } while (!head_.compare_exchange_weak(h, item, std::memory_order_release, std::memory_order_relaxed));
+  pushed_.fetch_add(1, std::memory_order_acq_rel);
+  wake_.fetch_add(1, std::memory_order_release);
+  wake_.notify_one();
+}
+
+std::size_t Reclaimer::drain() noexcept {
+  std::size_t n = 0;
+  for (;;) {
+    Reclaimable* list = head_.exchange(nullptr, std::memory_order_acquire);
+    if (!list) break;
+    Reclaimable* fifo = nullptr;  // the stack is newest-first; release in the order of arrival
+    while (list) {
+      Reclaimable* next = list->next_;
+      list->next_ = fifo;
+      fifo = list;
+      list = next;
+    }
+    while (fifo) {
+      Reclaimable* next = fifo->next_;
+      fifo->reclaim();
+      ++n;
+      released_.fetch_add(1, std::memory_order_acq_rel);
+      fifo = next;
+    }
+  }
+  if (n) {
+    std::lock_guard lock(idle_mu_);
+    idle_cv_.notify_all();
+  }
+  return n;
+}
+
+bool Reclaimer::wait_idle(std::chrono::nanoseconds timeout) {
+  const std::uint64_t target = pushed();
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::unique_lock lock(idle_mu_);
+  while (released() < target) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    // Short waits: a release may complete between the check and the wait without a notify here.
+    idle_cv_.wait_for(lock, std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+void Reclaimer::run() {
+  t_reclaimer = true;
+  for (;;) {
+    std::uint32_t seen = wake_.load(std::memory_order_acquire);
+    drain();
+    if (stopping_.load(std::memory_order_acquire)) return;
+    wake_.wait(seen, std::memory_order_acquire);
+  }
+}
+
+void Reclaimer::at_exit() noexcept {
+  // Drain what can still be released safely (the driver's own exit handlers run after this one:
+  // they were registered earlier, at cuInit), then stop; anything queued later is leaked on purpose.
+  Reclaimer& r = instance();
+  if (!cuda_forbidden_here()) r.drain();
+  r.stopping_.store(true, std::memory_order_release);
+  r.wake_.fetch_add(1, std::memory_order_release);
+  r.wake_.notify_one();
+}
+
+void defer_to_reclaimer(std::function<void()> fn) noexcept {
+  Reclaimer& r = Reclaimer::instance();
+  try {
+    r.ensure_started();
+    r.push(new DeferredCall(std::move(fn)));
+  } catch (...) {
+    report_current_exception("deferring a release to the reclaimer (the resource is leaked)");
+  }
+}
+
+}  // namespace tether::detail
+
+namespace tether {
+
+std::size_t reclaim() noexcept {
+  if (detail::cuda_forbidden_here()) return 0;
+  return detail::Reclaimer::instance().drain();
+}
+
+bool wait_reclaimed(std::chrono::milliseconds timeout) { return detail::Reclaimer::instance().wait_idle(timeout); }
+
+}  // namespace tether

@@ -1,0 +1,264 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 The tether authors
+#include "hierarchy.hpp"
+
+namespace tether::detail {
+
+// ----------------------------------------------------------------------------- boxes
+
+void Box::link(NodeRecord* r) noexcept {
+  r->box = this;
+  r->prev = last;
+  r->next = nullptr;
+  (last ? last->next : first) = r;
+  last = r;
+  ++node_count;
+}
+
+void Box::unlink(NodeRecord* r) noexcept {
+  (r->prev ? r->prev->next : first) = r->next;
+  (r->next ? r->next->prev : last) = r->prev;
+  r->prev = r->next = nullptr;
+  --node_count;
+}
+
+// ----------------------------------------------------------------------------- registry
+
+Registry& Registry::instance() noexcept {
+  static Registry* r = new Registry();  // never destroyed: hierarchies may die during exit
+  return *r;
+}
+void Registry::add(CUgraph g, Box* b) {
+  std::lock_guard lock(mu_);
+  map_[g] = b;
+}
+void Registry::remove(CUgraph g) noexcept {
+  std::lock_guard lock(mu_);
+  map_.erase(g);
+}
+Box* Registry::find(CUgraph g) const noexcept {
+  std::lock_guard lock(mu_);
+  auto it = map_.find(g);
+  return it == map_.end() ? nullptr : it->second;
+}
+std::size_t Registry::size() const noexcept {
+  std::lock_guard lock(mu_);
+  return map_.size();
+}
+
+// ----------------------------------------------------------------------------- hierarchy
+
+std::shared_ptr<Hierarchy> Hierarchy::adopt(const DriverTable& drv, CUgraph root) {
+  std::shared_ptr<Hierarchy> h;
+  try {
+    h = std::make_shared<Hierarchy>();
+  } catch (...) {
+    raw<Entry::cuGraphDestroy>(drv, root);
+    throw;
+  }
+  h->drv = &drv;
+  Box& b = h->boxes.emplace_back();
+  b.hierarchy = h.get();
+  b.graph = root;
+  b.kind = BoxKind::root;
+  Registry::instance().add(root, &b);  // on failure ~Hierarchy destroys the root
+  return h;
+}
+
+std::shared_ptr<Hierarchy> Hierarchy::create(const DriverTable& drv) {
+  CUgraph g = nullptr;
+  call<Entry::cuGraphCreate>(drv, "creating a graph", &g, 0u);
+  return adopt(drv, g);
+}
+
+Hierarchy::~Hierarchy() {
+  for (Box& b : boxes)
+    if (!b.retired.load() && b.graph) Registry::instance().remove(b.graph);
+  if (boxes.empty() || !boxes.front().graph) return;
+  CUgraph root = boxes.front().graph;
+  const DriverTable* d = drv;
+  // Destroying the root destroys every embedded graph and body with it; the references CUDA drops
+  // run user-object destructors here, which only queue attachments for the reclaimer.
+  CUresult r = cuda_forbidden_here() ? CUDA_ERROR_NOT_PERMITTED : raw<Entry::cuGraphDestroy>(*d, root);
+  if (r == CUDA_ERROR_NOT_PERMITTED)
+    defer_to_reclaimer([d, root] {
+      CUresult rr = raw<Entry::cuGraphDestroy>(*d, root);
+      if (rr != CUDA_SUCCESS) report_error("destroying a graph on the reclaimer", result_name(rr));
+    });
+  else if (r != CUDA_SUCCESS)
+    report_error("destroying a graph", std::string(result_name(r)) + " (its owners are leaked)");
+}
+
+Box& Hierarchy::add_box(CUgraph g, Box* parent, NodeRecord* owner, BoxKind kind) {
+  Box& b = boxes.emplace_back();
+  b.hierarchy = this;
+  b.graph = g;
+  b.parent = parent;
+  b.owner = owner;
+  b.kind = kind;
+  try {
+    Registry::instance().add(g, &b);
+  } catch (...) {
+    boxes.pop_back();
+    throw;
+  }
+  return b;
+}
+
+NodeRecord* Hierarchy::allocate_record() {
+  if (NodeRecord* r = free_records) {
+    free_records = r->next;
+    r->next = nullptr;
+    return r;
+  }
+  return &records.emplace_back();
+}
+
+void Hierarchy::free_record(NodeRecord* r) noexcept {
+  r->node = nullptr;
+  r->box = nullptr;
+  r->current = nullptr;
+  r->prev = nullptr;
+  r->alive = false;
+  r->next = free_records;
+  free_records = r;
+}
+
+void Hierarchy::publish(Box& box, NodeRecord* r, CUgraphNode node, CUgraphNodeType type,
+                        NodeAttachment* current) noexcept {
+  r->node = node;
+  r->type = type;
+  r->current = current;
+  r->alive = true;
+  box.link(r);
+}
+
+void Hierarchy::retire_record(NodeRecord* r) noexcept {
+  if (!r->alive) return;
+  r->box->unlink(r);
+  r->generation.fetch_add(1, std::memory_order_acq_rel);  // every handle to it is now invalid
+  free_record(r);
+}
+
+std::vector<Box*> Hierarchy::boxes_owned_by(const NodeRecord* owner) {
+  std::vector<Box*> out;
+  for (Box& b : boxes)
+    if (!b.retired.load() && b.owner == owner) out.push_back(&b);
+  return out;
+}
+
+void Hierarchy::retire_owned_by(NodeRecord* owner) noexcept {
+  // One pass suffices: boxes are ordered parents before children (invariant 6).
+  for (Box& b : boxes) {
+    if (b.retired.load()) continue;
+    bool doomed = b.owner == owner || (b.parent && b.parent->retired.load());
+    if (!doomed) continue;
+    Registry::instance().remove(b.graph);  // first: CUDA may hand the value out again (invariant 8)
+    while (NodeRecord* r = b.first) {
+      // CUDA released these nodes' references with the graph; only the metadata goes.
+      b.unlink(r);
+      r->generation.fetch_add(1, std::memory_order_acq_rel);
+      free_record(r);
+    }
+    b.graph = nullptr;
+    b.retired.store(true, std::memory_order_release);
+    ++retired_boxes;
+  }
+}
+
+void Hierarchy::check_usable() const {
+  if (!unusable.empty()) throw UsageError("this graph is unusable: " + unusable);
+}
+
+// ----------------------------------------------------------------------------- rekey
+
+namespace {
+bool below(const Box* b, const Box* top) {
+  for (; b; b = b->parent)
+    if (b == top) return true;
+  return false;
+}
+}  // namespace
+
+void rekey(Hierarchy& dst, Box& copy_root_box, const Box& src,
+           std::unordered_map<const NodeRecord*, NodeRecord*>* map) {
+  const DriverTable& drv = *dst.drv;
+  std::unordered_map<const NodeRecord*, NodeRecord*> local;
+  auto& m = map ? *map : local;
+  std::vector<std::pair<const Box*, Box*>> boxmap{{&src, &copy_root_box}};
+  std::vector<NodeRecord*> created;
+  const std::size_t boxes_before = dst.boxes.size();
+  std::vector<CUgraph> registered;
+  try {
+    for (const Box& sb : src.hierarchy->boxes) {
+      if (sb.retired.load() || !below(&sb, &src)) continue;
+      Box* db = nullptr;
+      if (&sb == &src) {
+        db = &copy_root_box;
+      } else {
+        if (sb.kind == BoxKind::body)
+          throw UsageError("a graph with conditional nodes cannot be copied (CUDA refuses to clone it)");
+        NodeRecord* owner_copy = m.at(sb.owner);
+        Box* parent_copy = nullptr;
+        for (auto& [s, d] : boxmap)
+          if (s == sb.parent) parent_copy = d;
+        CUgraph g = nullptr;
+        call<Entry::cuGraphChildGraphNodeGetGraph>(drv, "finding an embedded graph in a copy", owner_copy->node, &g);
+        // Not registered yet: the copy is published only once every lookup succeeded.
+        db = &dst.boxes.emplace_back();
+        db->hierarchy = &dst;
+        db->graph = g;
+        db->parent = parent_copy;
+        db->owner = owner_copy;
+        db->kind = BoxKind::child;
+        boxmap.emplace_back(&sb, db);
+      }
+      for (NodeRecord* r = sb.first; r; r = r->next) {
+        CUgraphNode n = nullptr;
+        call<Entry::cuGraphNodeFindInClone>(drv, "finding a node in a copied graph", &n, r->node, db->graph);
+        NodeRecord* c = dst.allocate_record();
+        created.push_back(c);
+        dst.publish(*db, c, n, r->type, r->current);
+        m[r] = c;
+      }
+    }
+    for (std::size_t i = boxes_before; i < dst.boxes.size(); ++i) {
+      Registry::instance().add(dst.boxes[i].graph, &dst.boxes[i]);
+      registered.push_back(dst.boxes[i].graph);
+    }
+  } catch (...) {
+    for (CUgraph g : registered) Registry::instance().remove(g);
+    for (NodeRecord* c : created) {
+      c->box->unlink(c);
+      dst.free_record(c);
+    }
+    while (dst.boxes.size() > boxes_before) dst.boxes.pop_back();
+    if (map) map->clear();
+    throw;
+  }
+}
+
+std::shared_ptr<Hierarchy> clone_hierarchy(Hierarchy& src, std::unordered_map<const NodeRecord*, NodeRecord*>* map) {
+  std::lock_guard lock(src.mu);
+  src.check_usable();
+  CUgraph c = nullptr;
+  call<Entry::cuGraphClone>(*src.drv, "cloning a graph", &c, src.root().graph);
+  std::shared_ptr<Hierarchy> h = Hierarchy::adopt(*src.drv, c);  // destroys c if anything below throws
+  rekey(*h, h->root(), src.root(), map);
+  return h;
+}
+
+std::string describe(const Hierarchy& h) {
+  std::string s;
+  for (const Box& b : h.boxes) {
+    s += fmt::format("box {} kind={} retired={} nodes={}\n", static_cast<const void*>(&b), static_cast<int>(b.kind),
+                     b.retired.load(), b.node_count);
+    b.for_each([&](NodeRecord* r) {
+      s += fmt::format("  node {} type={} attachment={}\n", static_cast<const void*>(r->node), static_cast<int>(r->type),
+                       static_cast<const void*>(r->current));
+    });
+  }
+  return s;
+}
+
+}  // namespace tether::detail

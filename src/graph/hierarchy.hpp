@@ -1,0 +1,139 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 The tether authors
+//
+// The graph hierarchy (ARCHITECTURE.md §4, docs/design/attachments.md): one per root graph, with a
+// stable-address box for the root and for every CUDA-owned descendant (embedded child graphs and
+// conditional bodies), per-box node metadata that never owns, and a process-wide registry of live
+// raw graphs. Graph and node handles share ownership of the whole hierarchy.
+#pragma once
+
+#include "../config.hpp"
+#include "../prelude.hpp"
+#include "../attach/attachment.hpp"
+#include "../driver/table.hpp"
+
+namespace tether::detail {
+
+struct Box;
+struct Hierarchy;
+
+/// Metadata of one node: where it lives and its current version. Non-owning (invariant 2): the
+/// graph's user-object reference owns `current`. Records are recycled through a free list; the
+/// generation tells a handle whether its record still describes the node it was made for.
+struct NodeRecord {
+  CUgraphNode node = nullptr;
+  Box* box = nullptr;
+  NodeAttachment* current = nullptr;
+  NodeRecord* prev = nullptr;  // intrusive list of the box's live nodes (no allocation to link)
+  NodeRecord* next = nullptr;
+  std::atomic<std::uint32_t> generation{1};
+  CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
+  bool alive = false;
+};
+
+enum class BoxKind : std::uint8_t { root, child, body };
+
+/// One graph of a hierarchy. Lives at a stable address until the hierarchy dies (invariant 7).
+struct Box {
+  Hierarchy* hierarchy = nullptr;
+  CUgraph graph = nullptr;       // null once retired
+  Box* parent = nullptr;
+  NodeRecord* owner = nullptr;   // the child-graph / conditional node that owns this graph
+  BoxKind kind = BoxKind::root;
+  std::atomic<bool> retired{false};
+  NodeRecord* first = nullptr;   // live nodes, creation order
+  NodeRecord* last = nullptr;
+  std::size_t node_count = 0;
+
+  void link(NodeRecord* r) noexcept;
+  void unlink(NodeRecord* r) noexcept;
+  template <class F>
+  void for_each(F&& f) const {
+    for (NodeRecord* r = first; r; r = r->next) f(r);
+  }
+};
+
+/// A handle's view of a node: valid while the record's generation is unchanged.
+struct NodeRef {
+  std::shared_ptr<Hierarchy> hierarchy;
+  NodeRecord* record = nullptr;
+  std::uint32_t generation = 0;
+  bool valid() const noexcept {
+    return record && record->generation.load(std::memory_order_acquire) == generation;
+  }
+};
+
+/// A handle's view of one graph of a hierarchy.
+struct BoxRef {
+  std::shared_ptr<Hierarchy> hierarchy;
+  Box* box = nullptr;
+  bool valid() const noexcept { return box && !box->retired.load(std::memory_order_acquire); }
+};
+
+/// Process-wide registry of live raw graphs (invariant 5). Its lock is never held during a driver
+/// call.
+class Registry {
+ public:
+  static Registry& instance() noexcept;
+  void add(CUgraph g, Box* b);
+  void remove(CUgraph g) noexcept;
+  Box* find(CUgraph g) const noexcept;
+  std::size_t size() const noexcept;
+
+ private:
+  mutable std::mutex mu_;
+  std::unordered_map<CUgraph, Box*> map_;
+};
+
+struct Hierarchy {
+  const DriverTable* drv = nullptr;
+  std::mutex mu;                  // serialises every mutation of the hierarchy (invariant 10)
+  std::deque<Box> boxes;          // boxes[0] is the root; parents before children (invariant 6)
+  std::deque<NodeRecord> records; // stable addresses; recycled through `free_records`
+  NodeRecord* free_records = nullptr;
+  std::size_t retired_boxes = 0;  // the graveyard: retired boxes stay in `boxes`
+  std::string unusable;           // set when an undo failed; every later edit throws it
+
+  /// Takes ownership of `root` (destroyed with the hierarchy) and registers it.
+  static std::shared_ptr<Hierarchy> adopt(const DriverTable& drv, CUgraph root);
+  /// cuGraphCreate + adopt.
+  static std::shared_ptr<Hierarchy> create(const DriverTable& drv);
+  ~Hierarchy();
+
+  Box& root() noexcept { return boxes.front(); }
+  /// Adds a box for a graph CUDA created inside `owner` (registered; parent before child).
+  Box& add_box(CUgraph g, Box* parent, NodeRecord* owner, BoxKind kind);
+  /// A record ready to describe a new node (allocates; done in prepare).
+  NodeRecord* allocate_record();
+  /// Returns an unpublished record to the free list.
+  void free_record(NodeRecord* r) noexcept;
+  /// Publishes a prepared record: links it into `box` (no allocation).
+  void publish(Box& box, NodeRecord* r, CUgraphNode node, CUgraphNodeType type, NodeAttachment* current) noexcept;
+  /// The node is gone (removed by tether): unlinks and invalidates the record. Does not release.
+  void retire_record(NodeRecord* r) noexcept;
+  /// CUDA destroyed the graphs owned by `owner` (its node was destroyed or its graph replaced):
+  /// unregister each raw handle first (invariant 8), then invalidate every node and handle of those
+  /// boxes and their descendants, clearing metadata without releasing references (CUDA did).
+  void retire_owned_by(NodeRecord* owner) noexcept;
+  /// The boxes owned by `owner` (child graph / bodies), in order.
+  std::vector<Box*> boxes_owned_by(const NodeRecord* owner);
+  /// Throws UsageError if an earlier undo failed.
+  void check_usable() const;
+};
+
+/// Copies the metadata of `src` (a box and every box below it) onto the copy CUDA made of it
+/// (`copy_root`, a clone or an embedded copy), looking each node up with cuGraphNodeFindInClone and
+/// each nested child with cuGraphChildGraphNodeGetGraph. The new boxes go into `dst` below
+/// `dst_parent` (null: `copy_root` is dst's root box, already present). Nothing is published until
+/// every lookup succeeded: on failure the added boxes are removed again and DriverError propagates.
+/// `map` receives source record -> copy record. The caller holds both hierarchies' locks.
+void rekey(Hierarchy& dst, Box& copy_root_box, const Box& src, std::unordered_map<const NodeRecord*, NodeRecord*>* map);
+
+/// Clones a whole hierarchy (cuGraphClone + rekey). Throws DriverError (NOT_SUPPORTED for graphs
+/// with conditional nodes, as the driver refuses them) leaving the source unchanged.
+std::shared_ptr<Hierarchy> clone_hierarchy(Hierarchy& src, std::unordered_map<const NodeRecord*, NodeRecord*>* map);
+
+/// A text summary of a hierarchy's metadata, for debugging and tests.
+std::string describe(const Hierarchy& h);
+
+}  // namespace tether::detail
