@@ -37,7 +37,9 @@ NodeAttachment::~NodeAttachment() { g_live_attachments.fetch_sub(1, std::memory_
 
 void NodeAttachment::on_destroy(void* self) {
   // Runs inside a driver call or on a driver thread: queue only (no lock, no allocation, no throw).
-  Reclaimer::instance().push(static_cast<NodeAttachment*>(self));
+  auto* a = static_cast<NodeAttachment*>(self);
+  if (auto hook = attachment_destroy_hook.load(std::memory_order_relaxed)) hook(a);
+  Reclaimer::instance().push(a);
 }
 
 void NodeAttachment::reclaim() noexcept { delete this; }

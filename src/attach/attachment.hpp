@@ -44,6 +44,10 @@ class NodeAttachment final : public Reclaimable {
   CUuserObject uo_ = nullptr;
 };
 
+/// Test hook: called (if set) inside the user-object destructor of every attachment, on whatever
+/// thread the driver runs it, before the attachment is queued. Must not block, lock or allocate.
+inline std::atomic<void (*)(NodeAttachment*)> attachment_destroy_hook{nullptr};
+
 /// A reference to an attachment staged on a graph by prepare() and not yet published.
 struct Staged {
   CUgraph graph = nullptr;

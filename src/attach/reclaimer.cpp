@@ -7,6 +7,7 @@ namespace tether::detail {
 namespace {
 thread_local int t_forbid = 0;
 thread_local bool t_reclaimer = false;
+thread_local int t_draining = 0;
 
 class DeferredCall final : public Reclaimable {
  public:
@@ -29,6 +30,7 @@ ForbidCuda::ForbidCuda() noexcept { ++t_forbid; }
 ForbidCuda::~ForbidCuda() { --t_forbid; }
 bool cuda_forbidden_here() noexcept { return t_forbid > 0; }
 bool on_reclaimer_thread() noexcept { return t_reclaimer; }
+bool draining_here() noexcept { return t_draining > 0; }
 
 Reclaimer& Reclaimer::instance() noexcept {
   // Why never destroyed: user objects may be released by the driver during and after static
@@ -55,6 +57,7 @@ void Reclaimer::push(Reclaimable* item) noexcept {
 
 std::size_t Reclaimer::drain() noexcept {
   std::size_t n = 0;
+  ++t_draining;
   for (;;) {
     Reclaimable* list = head_.exchange(nullptr, std::memory_order_acquire);
     if (!list) break;
@@ -73,6 +76,7 @@ std::size_t Reclaimer::drain() noexcept {
       fifo = next;
     }
   }
+  --t_draining;
   if (n) {
     std::lock_guard lock(idle_mu_);
     idle_cv_.notify_all();

@@ -48,6 +48,10 @@ bool cuda_forbidden_here() noexcept;
 /// Whether the current thread is the reclaimer's (tests assert where owners die).
 bool on_reclaimer_thread() noexcept;
 
+/// Whether the current thread is releasing queued items right now (the reclaimer thread, or a
+/// caller of tether::reclaim()): where owners are meant to die.
+bool draining_here() noexcept;
+
 /// Runs `fn` on the reclaimer (later, where CUDA calls are allowed). For resource destructors that
 /// find themselves where the driver refuses calls. Allocates; never throws (on allocation failure
 /// the release is reported through the error hook and leaked).

@@ -120,6 +120,7 @@ void Hierarchy::free_record(NodeRecord* r) noexcept {
   r->current = nullptr;
   r->prev = nullptr;
   r->alive = false;
+  r->pending = false;
   r->next = free_records;
   free_records = r;
 }
@@ -167,7 +168,26 @@ void Hierarchy::retire_owned_by(NodeRecord* owner) noexcept {
 }
 
 void Hierarchy::check_usable() const {
-  if (!unusable.empty()) throw UsageError("this graph is unusable: " + unusable);
+  if (unusable) throw UsageError(std::string("this graph is unusable: ") + unusable);
+}
+
+namespace {
+// Whether `b` is one of the boxes below `owner` (owned by it, or nested in one that is).
+bool owned_below(const Box& b, const NodeRecord* owner) {
+  for (const Box* x = &b; x; x = x->parent)
+    if (x->owner == owner) return true;
+  return false;
+}
+}  // namespace
+
+void Hierarchy::unregister_owned_by(const NodeRecord* owner) noexcept {
+  for (Box& b : boxes)
+    if (!b.retired.load() && b.graph && owned_below(b, owner)) Registry::instance().remove(b.graph);
+}
+
+void Hierarchy::reregister_owned_by(const NodeRecord* owner) {
+  for (Box& b : boxes)
+    if (!b.retired.load() && b.graph && owned_below(b, owner)) Registry::instance().add(b.graph, &b);
 }
 
 // ----------------------------------------------------------------------------- rekey

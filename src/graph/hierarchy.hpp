@@ -28,7 +28,8 @@ struct NodeRecord {
   NodeRecord* next = nullptr;
   std::atomic<std::uint32_t> generation{1};
   CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
-  bool alive = false;
+  bool alive = false;    // published in its box
+  bool pending = false;  // added by the transaction in progress, not yet published
 };
 
 enum class BoxKind : std::uint8_t { root, child, body };
@@ -92,7 +93,7 @@ struct Hierarchy {
   std::deque<NodeRecord> records; // stable addresses; recycled through `free_records`
   NodeRecord* free_records = nullptr;
   std::size_t retired_boxes = 0;  // the graveyard: retired boxes stay in `boxes`
-  std::string unusable;           // set when an undo failed; every later edit throws it
+  const char* unusable = nullptr; // set when an undo failed; every later edit throws it
 
   /// Takes ownership of `root` (destroyed with the hierarchy) and registers it.
   static std::shared_ptr<Hierarchy> adopt(const DriverTable& drv, CUgraph root);
@@ -117,6 +118,10 @@ struct Hierarchy {
   void retire_owned_by(NodeRecord* owner) noexcept;
   /// The boxes owned by `owner` (child graph / bodies), in order.
   std::vector<Box*> boxes_owned_by(const NodeRecord* owner);
+  /// Removes the raw handles of the boxes below `owner` from the registry (before CUDA destroys
+  /// them, invariant 8), or puts them back (`add`), which allocates and may throw.
+  void unregister_owned_by(const NodeRecord* owner) noexcept;
+  void reregister_owned_by(const NodeRecord* owner);
   /// Throws UsageError if an earlier undo failed.
   void check_usable() const;
 };

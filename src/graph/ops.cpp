@@ -1,0 +1,247 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 The tether authors
+#include "ops.hpp"
+
+namespace tether::detail {
+
+namespace {
+const DriverTable& drv_of(Transaction& tx) { return *tx.hierarchy().drv; }
+}  // namespace
+
+KernelCall KernelCall::copy(const CUDA_KERNEL_NODE_PARAMS& p, std::span<const std::size_t> sizes) {
+  KernelCall k;
+  k.params = p;
+  std::size_t total = 0;
+  std::vector<std::size_t> offsets;
+  for (std::size_t s : sizes) {
+    total = (total + 15) / 16 * 16;
+    offsets.push_back(total);
+    total += s;
+  }
+  k.storage.resize(total);
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    std::memcpy(k.storage.data() + offsets[i], p.kernelParams[i], sizes[i]);
+    k.args.push_back(k.storage.data() + offsets[i]);
+  }
+  k.params.kernelParams = k.args.empty() ? nullptr : k.args.data();
+  k.params.extra = nullptr;
+  return k;
+}
+
+KernelCall& KernelCall::operator=(const KernelCall& o) {
+  if (this == &o) return *this;
+  params = o.params;
+  storage = o.storage;
+  args.clear();
+  for (void* a : o.args)
+    args.push_back(storage.data() + (static_cast<const std::byte*>(a) - o.storage.data()));
+  params.kernelParams = args.empty() ? nullptr : args.data();
+  return *this;
+}
+
+KernelCall read_kernel(const DriverTable& drv, CUgraphNode node, std::span<const std::size_t> sizes) {
+  CUDA_KERNEL_NODE_PARAMS p{};
+  call<Entry::cuGraphKernelNodeGetParams>(drv, "reading a kernel node's parameters", node, &p);
+  return KernelCall::copy(p, sizes);
+}
+
+NodeRecord* add_kernel(Transaction& tx, Box& box, std::span<NodeRecord* const> deps, const KernelCall& kc,
+                       Owners&& owners, std::string_view what) {
+  const DriverTable& drv = drv_of(tx);
+  return tx.add(
+      box, deps, CU_GRAPH_NODE_TYPE_KERNEL, std::move(owners),
+      [&](CUgraph g, const CUgraphNode* d, std::size_t n, CUgraphNode* out) {
+        return raw<Entry::cuGraphAddKernelNode>(drv, out, g, d, n, &kc.params);
+      },
+      Entry::cuGraphAddKernelNode, what);
+}
+
+void update_kernel(Transaction& tx, NodeRecord* r, const KernelCall& next, const KernelCall& previous,
+                   Owners&& owners, std::string_view what) {
+  const DriverTable* drv = &drv_of(tx);
+  CUgraphNode node = r->node;
+  tx.update(
+      r, std::move(owners), [&] { return raw<Entry::cuGraphKernelNodeSetParams>(*drv, node, &next.params); },
+      Entry::cuGraphKernelNodeSetParams,
+      [drv, node, prev = previous] { return raw<Entry::cuGraphKernelNodeSetParams>(*drv, node, &prev.params); },
+      Entry::cuGraphKernelNodeSetParams, what);
+}
+
+NodeRecord* add_empty(Transaction& tx, Box& box, std::span<NodeRecord* const> deps, Owners&& owners) {
+  const DriverTable& drv = drv_of(tx);
+  return tx.add(
+      box, deps, CU_GRAPH_NODE_TYPE_EMPTY, std::move(owners),
+      [&](CUgraph g, const CUgraphNode* d, std::size_t n, CUgraphNode* out) {
+        return raw<Entry::cuGraphAddEmptyNode>(drv, out, g, d, n);
+      },
+      Entry::cuGraphAddEmptyNode, "an empty node");
+}
+
+NodeRecord* add_host(Transaction& tx, Box& box, std::span<NodeRecord* const> deps, CUhostFn fn, void* data,
+                     Owners&& owners) {
+  const DriverTable& drv = drv_of(tx);
+  CUDA_HOST_NODE_PARAMS p{fn, data};
+  return tx.add(
+      box, deps, CU_GRAPH_NODE_TYPE_HOST, std::move(owners),
+      [&](CUgraph g, const CUgraphNode* d, std::size_t n, CUgraphNode* out) {
+        return raw<Entry::cuGraphAddHostNode>(drv, out, g, d, n, &p);
+      },
+      Entry::cuGraphAddHostNode, "a host node");
+}
+
+void update_host(Transaction& tx, NodeRecord* r, CUhostFn fn, void* data, Owners&& owners) {
+  const DriverTable* drv = &drv_of(tx);
+  CUDA_HOST_NODE_PARAMS prev{};
+  call<Entry::cuGraphHostNodeGetParams>(*drv, "reading a host node's parameters", r->node, &prev);
+  CUDA_HOST_NODE_PARAMS next{fn, data};
+  CUgraphNode node = r->node;
+  tx.update(
+      r, std::move(owners), [&] { return raw<Entry::cuGraphHostNodeSetParams>(*drv, node, &next); },
+      Entry::cuGraphHostNodeSetParams, [drv, node, prev] { return raw<Entry::cuGraphHostNodeSetParams>(*drv, node, &prev); },
+      Entry::cuGraphHostNodeSetParams, "a host node");
+}
+
+NodeRecord* add_memset(Transaction& tx, Box& box, std::span<NodeRecord* const> deps, const CUDA_MEMSET_NODE_PARAMS& p,
+                       CUcontext ctx, Owners&& owners) {
+  const DriverTable& drv = drv_of(tx);
+  return tx.add(
+      box, deps, CU_GRAPH_NODE_TYPE_MEMSET, std::move(owners),
+      [&](CUgraph g, const CUgraphNode* d, std::size_t n, CUgraphNode* out) {
+        return raw<Entry::cuGraphAddMemsetNode>(drv, out, g, d, n, &p, ctx);
+      },
+      Entry::cuGraphAddMemsetNode, "a memset node");
+}
+
+void update_memset(Transaction& tx, NodeRecord* r, const CUDA_MEMSET_NODE_PARAMS& p, Owners&& owners) {
+  const DriverTable* drv = &drv_of(tx);
+  CUDA_MEMSET_NODE_PARAMS prev{};
+  call<Entry::cuGraphMemsetNodeGetParams>(*drv, "reading a memset node's parameters", r->node, &prev);
+  CUgraphNode node = r->node;
+  tx.update(
+      r, std::move(owners), [&] { return raw<Entry::cuGraphMemsetNodeSetParams>(*drv, node, &p); },
+      Entry::cuGraphMemsetNodeSetParams,
+      [drv, node, prev] { return raw<Entry::cuGraphMemsetNodeSetParams>(*drv, node, &prev); },
+      Entry::cuGraphMemsetNodeSetParams, "a memset node");
+}
+
+NodeRecord* add_memcpy(Transaction& tx, Box& box, std::span<NodeRecord* const> deps, const CUDA_MEMCPY3D& p,
+                       CUcontext ctx, Owners&& owners) {
+  const DriverTable& drv = drv_of(tx);
+  return tx.add(
+      box, deps, CU_GRAPH_NODE_TYPE_MEMCPY, std::move(owners),
+      [&](CUgraph g, const CUgraphNode* d, std::size_t n, CUgraphNode* out) {
+        return raw<Entry::cuGraphAddMemcpyNode>(drv, out, g, d, n, &p, ctx);
+      },
+      Entry::cuGraphAddMemcpyNode, "a memcpy node");
+}
+
+void update_memcpy(Transaction& tx, NodeRecord* r, const CUDA_MEMCPY3D& p, Owners&& owners) {
+  const DriverTable* drv = &drv_of(tx);
+  CUDA_MEMCPY3D prev{};
+  call<Entry::cuGraphMemcpyNodeGetParams>(*drv, "reading a memcpy node's parameters", r->node, &prev);
+  CUgraphNode node = r->node;
+  tx.update(
+      r, std::move(owners), [&] { return raw<Entry::cuGraphMemcpyNodeSetParams>(*drv, node, &p); },
+      Entry::cuGraphMemcpyNodeSetParams,
+      [drv, node, prev] { return raw<Entry::cuGraphMemcpyNodeSetParams>(*drv, node, &prev); },
+      Entry::cuGraphMemcpyNodeSetParams, "a memcpy node");
+}
+
+NodeRecord* add_event(Transaction& tx, Box& box, std::span<NodeRecord* const> deps, CUevent event, bool record,
+                      Owners&& owners) {
+  const DriverTable& drv = drv_of(tx);
+  return tx.add(
+      box, deps, record ? CU_GRAPH_NODE_TYPE_EVENT_RECORD : CU_GRAPH_NODE_TYPE_WAIT_EVENT, std::move(owners),
+      [&](CUgraph g, const CUgraphNode* d, std::size_t n, CUgraphNode* out) {
+        return record ? raw<Entry::cuGraphAddEventRecordNode>(drv, out, g, d, n, event)
+                      : raw<Entry::cuGraphAddEventWaitNode>(drv, out, g, d, n, event);
+      },
+      record ? Entry::cuGraphAddEventRecordNode : Entry::cuGraphAddEventWaitNode,
+      record ? "an event record node" : "an event wait node");
+}
+
+void update_event(Transaction& tx, NodeRecord* r, CUevent event, Owners&& owners) {
+  const DriverTable* drv = &drv_of(tx);
+  bool record = r->type == CU_GRAPH_NODE_TYPE_EVENT_RECORD;
+  CUevent prev = nullptr;
+  if (record)
+    call<Entry::cuGraphEventRecordNodeGetEvent>(*drv, "reading an event record node", r->node, &prev);
+  else
+    call<Entry::cuGraphEventWaitNodeGetEvent>(*drv, "reading an event wait node", r->node, &prev);
+  CUgraphNode node = r->node;
+  auto set = [drv, node, record](CUevent e) {
+    return record ? raw<Entry::cuGraphEventRecordNodeSetEvent>(*drv, node, e)
+                  : raw<Entry::cuGraphEventWaitNodeSetEvent>(*drv, node, e);
+  };
+  Entry entry = record ? Entry::cuGraphEventRecordNodeSetEvent : Entry::cuGraphEventWaitNodeSetEvent;
+  tx.update(
+      r, std::move(owners), [&] { return set(event); }, entry, [set, prev] { return set(prev); }, entry,
+      record ? "an event record node" : "an event wait node");
+}
+
+NodeRecord* embed(Transaction& tx, Box& box, std::span<NodeRecord* const> deps, Hierarchy& source, Owners&& owners,
+                  Box** embedded) {
+  if (&source == &tx.hierarchy())
+    throw UsageError("a graph cannot embed itself or a graph of its own hierarchy (the driver crashes on a graph "
+                     "that contains itself)");
+  // Lock the source without risking a lock-order deadlock with a thread embedding the other way.
+  std::unique_lock src_lock(source.mu, std::defer_lock);
+  for (int i = 0; !src_lock.try_lock(); ++i) {
+    if (i > 20000) throw UsageError("cannot embed a graph that another thread keeps editing");
+    std::this_thread::yield();
+  }
+  source.check_usable();
+  const DriverTable& drv = drv_of(tx);
+  CUgraph child = source.root().graph;
+  Box* made = nullptr;
+  NodeRecord* r = tx.add(
+      box, deps, CU_GRAPH_NODE_TYPE_GRAPH, std::move(owners),
+      [&](CUgraph g, const CUgraphNode* d, std::size_t n, CUgraphNode* out) {
+        return raw<Entry::cuGraphAddChildGraphNode>(drv, out, g, d, n, child);
+      },
+      Entry::cuGraphAddChildGraphNode, "a child graph node",
+      [&](Hierarchy& h, NodeRecord* rec) {
+        CUgraph copy = nullptr;
+        call<Entry::cuGraphChildGraphNodeGetGraph>(drv, "finding the embedded copy of a graph", rec->node, &copy);
+        made = &h.add_box(copy, &box, rec, BoxKind::child);
+        rekey(h, *made, source.root(), nullptr);
+      });
+  if (embedded) *embedded = made;
+  return r;
+}
+
+CUgraphConditionalHandle make_conditional_handle(Transaction& tx, Box& box, CUcontext ctx, unsigned default_value,
+                                                 bool assign_default) {
+  CUgraphConditionalHandle h = 0;
+  call<Entry::cuGraphConditionalHandleCreate>(drv_of(tx), "creating a conditional handle", &h, box.graph, ctx,
+                                              default_value,
+                                              assign_default ? static_cast<unsigned>(CU_GRAPH_COND_ASSIGN_DEFAULT) : 0u);
+  return h;
+}
+
+NodeRecord* add_conditional(Transaction& tx, Box& box, std::span<NodeRecord* const> deps,
+                            CUgraphConditionalHandle handle, CUgraphConditionalNodeType type, unsigned size,
+                            CUcontext ctx, Owners&& owners, std::vector<Box*>* bodies) {
+  const DriverTable& drv = drv_of(tx);
+  CUgraphNodeParams p{};
+  p.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+  p.conditional.handle = handle;
+  p.conditional.type = type;
+  p.conditional.size = size;
+  p.conditional.ctx = ctx;
+  std::vector<Box*> made;
+  made.reserve(size);
+  NodeRecord* r = tx.add(
+      box, deps, CU_GRAPH_NODE_TYPE_CONDITIONAL, std::move(owners),
+      [&](CUgraph g, const CUgraphNode* d, std::size_t n, CUgraphNode* out) {
+        return raw<Entry::cuGraphAddNode>(drv, out, g, d, static_cast<const CUgraphEdgeData*>(nullptr), n, &p);
+      },
+      Entry::cuGraphAddNode, "a conditional node",
+      [&](Hierarchy& h, NodeRecord* rec) {
+        for (unsigned i = 0; i < size; ++i) made.push_back(&h.add_box(p.conditional.phGraph_out[i], &box, rec, BoxKind::body));
+      });
+  if (bodies) *bodies = std::move(made);
+  return r;
+}
+
+}  // namespace tether::detail

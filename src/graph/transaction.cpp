@@ -1,0 +1,208 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 The tether authors
+#include "transaction.hpp"
+
+namespace tether::detail {
+
+namespace {
+
+void mark_unusable(Hierarchy& h, const char* why, std::string_view detail) noexcept {
+  if (!h.unusable) h.unusable = why;
+  report_error(why, detail);
+}
+
+}  // namespace
+
+Transaction::Transaction(std::shared_ptr<Hierarchy> h) : h_(std::move(h)), lock_(h_->mu) { h_->check_usable(); }
+
+Transaction::~Transaction() {
+  if (!done_) rollback();
+}
+
+void Transaction::check_node(const NodeRecord* r, std::uint32_t generation, const char* what) const {
+  if (!r || r->generation.load(std::memory_order_acquire) != generation)
+    throw UsageError(fmt::format("{} is no longer valid: it was removed, its edit was rolled back, or CUDA destroyed "
+                                 "the graph it belonged to",
+                                 what));
+  if (!r->box || r->box->hierarchy != h_.get())
+    throw UsageError(fmt::format("{} belongs to another graph than the one being edited", what));
+  if (!r->alive && !r->pending) throw UsageError(fmt::format("{} is not a node of this graph", what));
+}
+
+NodeRecord* Transaction::add(Box& box, std::span<NodeRecord* const> deps, CUgraphNodeType type, Owners&& owners,
+                             const AddFn& add, Entry entry, std::string_view what, const AfterAdd& after) {
+  if (box.hierarchy != h_.get() || box.retired.load())
+    throw UsageError(fmt::format("cannot add {}: the graph view is invalid or belongs to another graph", what));
+  std::vector<CUgraphNode> d;
+  d.reserve(deps.size());
+  for (NodeRecord* r : deps) {
+    if (r->box != &box)
+      throw UsageError(fmt::format("cannot add {}: a dependency is a node of another graph", what));
+    d.push_back(r->node);
+  }
+  ops_.reserve(ops_.size() + 1);  // so that logging the operation cannot fail after the driver call
+  NodeRecord* rec = h_->allocate_record();
+  Staged st;
+  try {
+    st = prepare(*h_->drv, box.graph, std::move(owners));
+  } catch (...) {
+    h_->free_record(rec);
+    throw;
+  }
+  CUgraphNode node = nullptr;
+  CUresult r = add(box.graph, d.data(), d.size(), &node);
+  if (r != CUDA_SUCCESS) {
+    detail::rollback(*h_->drv, st);
+    h_->free_record(rec);
+    throw_call_error(*h_->drv, entry, r, fmt::format("adding {}", what));
+  }
+  rec->node = node;
+  rec->type = type;
+  rec->box = &box;
+  rec->pending = true;
+  ops_.push_back(Op{Kind::add, rec, nullptr, st, {}, Entry::cuGraphDestroyNode});
+  if (after) {
+    try {
+      after(*h_, rec);
+    } catch (...) {
+      undo_one(ops_.back());
+      ops_.pop_back();
+      throw;
+    }
+  }
+  return rec;
+}
+
+void Transaction::update(NodeRecord* r, Owners&& owners, CallFn apply, Entry entry, CallFn undo, Entry undo_entry,
+                         std::string_view what) {
+  ops_.reserve(ops_.size() + 1);
+  Staged st = prepare(*h_->drv, r->box->graph, std::move(owners));
+  CUresult res = apply();
+  if (res != CUDA_SUCCESS) {
+    detail::rollback(*h_->drv, st);
+    throw_call_error(*h_->drv, entry, res, fmt::format("updating {}", what));
+  }
+  ops_.push_back(Op{Kind::update, r, nullptr, st, std::move(undo), undo_entry});
+}
+
+void Transaction::remove(NodeRecord* r) {
+  for (const Op& op : ops_)
+    if (op.kind == Kind::remove && op.rec == r) return;
+  ops_.push_back(Op{Kind::remove, r, nullptr, {}, {}, Entry::cuGraphDestroyNode});
+}
+
+void Transaction::connect(NodeRecord* from, NodeRecord* to) {
+  if (from->box != to->box) throw UsageError("cannot connect nodes of different graphs");
+  ops_.reserve(ops_.size() + 1);
+  call<Entry::cuGraphAddDependencies>(*h_->drv, "adding an edge", from->box->graph, &from->node, &to->node,
+                                      static_cast<const CUgraphEdgeData*>(nullptr), std::size_t{1});
+  ops_.push_back(Op{Kind::connect, from, to, {}, {}, Entry::cuGraphRemoveDependencies});
+}
+
+void Transaction::disconnect(NodeRecord* from, NodeRecord* to) {
+  if (from->box != to->box) throw UsageError("cannot disconnect nodes of different graphs");
+  ops_.reserve(ops_.size() + 1);
+  call<Entry::cuGraphRemoveDependencies>(*h_->drv, "removing an edge", from->box->graph, &from->node, &to->node,
+                                         static_cast<const CUgraphEdgeData*>(nullptr), std::size_t{1});
+  ops_.push_back(Op{Kind::disconnect, from, to, {}, {}, Entry::cuGraphAddDependencies});
+}
+
+void Transaction::remove_now(NodeRecord* r) noexcept {
+  if (!r->alive) return;
+  const DriverTable& drv = *h_->drv;
+  h_->unregister_owned_by(r);  // before CUDA destroys (and may reuse) the embedded graphs' handles
+  CUresult res = raw<Entry::cuGraphDestroyNode>(drv, r->node);
+  if (res != CUDA_SUCCESS) {
+    try {
+      h_->reregister_owned_by(r);
+      report_error("removing a node when committing an edit",
+                   fmt::format("cuGraphDestroyNode failed with {}; the node stays in the graph with its owners",
+                               result_name(res)));
+    } catch (...) {
+      mark_unusable(*h_, "a node removal failed and its graph views could not be restored", result_name(res));
+    }
+    return;
+  }
+  h_->retire_owned_by(r);
+  CUgraph g = r->box->graph;
+  NodeAttachment* current = r->current;
+  h_->retire_record(r);  // metadata first (invariant 3) ...
+  release_from(drv, g, current, "releasing the owners of a removed node");  // ... then the reference
+}
+
+void Transaction::commit() noexcept {
+  if (done_) return;
+  const DriverTable& drv = *h_->drv;
+  for (Op& op : ops_) {
+    switch (op.kind) {
+      case Kind::add:
+        op.rec->pending = false;
+        h_->publish(*op.rec->box, op.rec, op.rec->node, op.rec->type, nullptr);
+        detail::commit(drv, op.rec->current, op.staged);
+        break;
+      case Kind::update:
+        if (op.rec->alive) detail::commit(drv, op.rec->current, op.staged);
+        break;
+      case Kind::remove: remove_now(op.rec); break;
+      case Kind::connect:
+      case Kind::disconnect: break;
+    }
+  }
+  ops_.clear();
+  done_ = true;
+  lock_.unlock();
+}
+
+void Transaction::undo_one(Op& op) noexcept {
+  const DriverTable& drv = *h_->drv;
+  switch (op.kind) {
+    case Kind::add: {
+      NodeRecord* r = op.rec;
+      h_->unregister_owned_by(r);
+      CUresult res = raw<Entry::cuGraphDestroyNode>(drv, r->node);
+      if (res != CUDA_SUCCESS) {
+        // The node stays in the graph and may use its owners: keep the staged reference.
+        mark_unusable(*h_, "undoing an added node failed (the node is still in the graph)", result_name(res));
+        h_->retire_owned_by(r);
+      } else {
+        h_->retire_owned_by(r);
+        detail::rollback(drv, op.staged);
+      }
+      r->generation.fetch_add(1, std::memory_order_acq_rel);
+      h_->free_record(r);
+      break;
+    }
+    case Kind::update: {
+      CUresult res = op.undo();
+      if (res != CUDA_SUCCESS)
+        // The node may still use the new owners: keep the staged reference (a leak, never a use after free).
+        mark_unusable(*h_, "restoring a node's previous parameters failed", result_name(res));
+      else
+        detail::rollback(drv, op.staged);
+      break;
+    }
+    case Kind::remove: break;
+    case Kind::connect:
+    case Kind::disconnect: {
+      CUgraph g = op.rec->box->graph;
+      CUresult res =
+          op.kind == Kind::connect
+              ? raw<Entry::cuGraphRemoveDependencies>(drv, g, &op.rec->node, &op.other->node,
+                                                      static_cast<const CUgraphEdgeData*>(nullptr), std::size_t{1})
+              : raw<Entry::cuGraphAddDependencies>(drv, g, &op.rec->node, &op.other->node,
+                                                   static_cast<const CUgraphEdgeData*>(nullptr), std::size_t{1});
+      if (res != CUDA_SUCCESS) mark_unusable(*h_, "restoring an edge failed", result_name(res));
+      break;
+    }
+  }
+}
+
+void Transaction::rollback() noexcept {
+  if (done_) return;
+  for (auto it = ops_.rbegin(); it != ops_.rend(); ++it) undo_one(*it);
+  ops_.clear();
+  done_ = true;
+  lock_.unlock();
+}
+
+}  // namespace tether::detail

@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 The tether authors
+//
+// The mutation protocol of ARCHITECTURE.md §3 lifted to a transaction over many operations: every
+// operation prepares (attachment, user object retained on the graph, metadata record), then makes
+// its driver call and logs how to undo it; commit publishes all metadata and only then releases
+// superseded versions; rollback undoes every driver change in reverse order. Holds the hierarchy's
+// lock for its whole life (invariant 10). The typed DSL (`tether::Edit`) is built on it.
+#pragma once
+
+#include "../config.hpp"
+#include "../prelude.hpp"
+#include "hierarchy.hpp"
+
+namespace tether::detail {
+
+class Transaction {
+ public:
+  using AddFn = std::function<CUresult(CUgraph graph, const CUgraphNode* deps, std::size_t ndeps, CUgraphNode* out)>;
+  using CallFn = std::function<CUresult()>;
+  /// Called after an add succeeded, to register graphs CUDA created inside the node (child graph,
+  /// conditional bodies) as boxes of the hierarchy. May throw (the add is then undone).
+  using AfterAdd = std::function<void(Hierarchy&, NodeRecord*)>;
+
+  /// Locks `h` and checks it is usable (UsageError otherwise).
+  explicit Transaction(std::shared_ptr<Hierarchy> h);
+  /// Rolls back what was not committed.
+  ~Transaction();
+  Transaction(const Transaction&) = delete;
+  Transaction& operator=(const Transaction&) = delete;
+
+  Hierarchy& hierarchy() noexcept { return *h_; }
+  const std::shared_ptr<Hierarchy>& shared() const noexcept { return h_; }
+  bool active() const noexcept { return !done_; }
+
+  /// Adds a node to `box` after `deps` (all in `box`). `add` makes the driver call; `entry` names it
+  /// for errors. Returns the node's record (usable as a dependency at once, published at commit).
+  /// Throws UsageError for bad handles, DriverError when prepare or the driver call fails (nothing
+  /// of this operation remains; earlier operations stay until the transaction ends).
+  NodeRecord* add(Box& box, std::span<NodeRecord* const> deps, CUgraphNodeType type, Owners&& owners,
+                  const AddFn& add, Entry entry, std::string_view what, const AfterAdd& after = {});
+
+  /// Changes the parameters of `r`: `apply` makes the driver call; `undo` restores the previous
+  /// parameters on rollback. The new owners become the node's version at commit, and the previous
+  /// version is released after that.
+  void update(NodeRecord* r, Owners&& owners, CallFn apply, Entry entry, CallFn undo, Entry undo_entry,
+              std::string_view what);
+
+  /// Removes `r` at commit (removals never need undoing). Idempotent within the transaction.
+  void remove(NodeRecord* r);
+
+  /// Adds / removes the edge from -> to now (undone on rollback).
+  void connect(NodeRecord* from, NodeRecord* to);
+  void disconnect(NodeRecord* from, NodeRecord* to);
+
+  /// Publishes every change, then releases superseded versions and applies removals. Never
+  /// throws; a removal the driver refuses leaves that node in place and is reported through the
+  /// error hook (docs/dsl.md, "when the driver fails").
+  void commit() noexcept;
+  /// Undoes every driver change in reverse order. If an undo step fails, the references that the
+  /// graph may still need are kept, the failure is reported through the error hook, and the graph
+  /// is marked unusable (later edits throw UsageError saying why).
+  void rollback() noexcept;
+
+  /// Checks that `r` is a live node of this hierarchy or one added by this transaction.
+  void check_node(const NodeRecord* r, std::uint32_t generation, const char* what) const;
+
+ private:
+  enum class Kind : std::uint8_t { add, update, remove, connect, disconnect };
+  struct Op {
+    Kind kind;
+    NodeRecord* rec = nullptr;
+    NodeRecord* other = nullptr;  // edge target
+    Staged staged;
+    CallFn undo;
+    Entry undo_entry = Entry::cuGraphDestroyNode;
+  };
+  void undo_one(Op& op) noexcept;
+  void remove_now(NodeRecord* r) noexcept;
+  bool added_here(const NodeRecord* r) const noexcept;
+
+  std::shared_ptr<Hierarchy> h_;
+  std::unique_lock<std::mutex> lock_;
+  std::vector<Op> ops_;
+  bool done_ = false;
+};
+
+}  // namespace tether::detail
