@@ -14,7 +14,8 @@ rm -rf "$stage"/libtether.so*.p
 for f in "$build"/tests/*; do
   [ -f "$f" ] && [ -x "$f" ] && cp -a "$f" "$stage/tests/"
 done
-cp -a "$build"/tests/*.so "$stage/tests/" 2>/dev/null || true
+cp -a "$build"/tests/*.so "$build"/tests/*.fatbin "$stage/tests/" 2>/dev/null || true
+cp -a "$build"/examples/*.fatbin "$stage/examples/" 2>/dev/null || true
 for d in examples bench; do
   for f in "$build/$d"/*; do
     [ -f "$f" ] && [ -x "$f" ] && cp -a "$f" "$stage/$d/"

@@ -19,6 +19,31 @@ void report_release(const char* what, CUresult r) noexcept {
 }
 }  // namespace
 
+namespace {
+class OwnersItem final : public Reclaimable {
+ public:
+  explicit OwnersItem(Owners&& o) noexcept : owners_(std::move(o)) {}
+  void reclaim() noexcept override { delete this; }
+
+ private:
+  Owners owners_;
+};
+}  // namespace
+
+void release_on_reclaimer(Owners&& owners) noexcept {
+  if (owners.empty()) return;
+  OwnersItem* item = nullptr;
+  try {
+    Reclaimer::instance().ensure_started();
+    item = new OwnersItem(std::move(owners));
+  } catch (...) {
+    report_error("handing unused owners to the reclaimer", "out of memory: they are released on this thread");
+    owners.reset();
+    return;
+  }
+  Reclaimer::instance().push(item);
+}
+
 NodeAttachment* NodeAttachment::create(const DriverTable& drv, Owners&& owners) {
   Reclaimer::instance().ensure_started();
   auto* a = new NodeAttachment(std::move(owners));
@@ -26,8 +51,9 @@ NodeAttachment* NodeAttachment::create(const DriverTable& drv, Owners&& owners) 
   CUresult r = raw<Entry::cuUserObjectCreate>(drv, &a->uo_, static_cast<void*>(a), &NodeAttachment::on_destroy, 1u,
                                               static_cast<unsigned>(CU_USER_OBJECT_NO_DESTRUCTOR_SYNC));
   if (r != CUDA_SUCCESS) {
-    // No user object exists, so nothing else can reach the attachment: release it here.
-    delete a;
+    // No user object exists, so nothing else can reach the attachment; its owners still die on the
+    // reclaimer like every other owner.
+    Reclaimer::instance().push(a);
     throw_call_error(drv, Entry::cuUserObjectCreate, r, "creating the user object of a node attachment");
   }
   return a;
@@ -47,7 +73,9 @@ void NodeAttachment::reclaim() noexcept { delete this; }
 std::uint64_t NodeAttachment::live() noexcept { return g_live_attachments.load(std::memory_order_relaxed); }
 
 Staged prepare(const DriverTable& drv, CUgraph graph, Owners&& owners) {
-  if (owners.empty()) return {};
+  // A version without owners has no attachment, but commit still needs the graph to release the
+  // previous version from.
+  if (owners.empty()) return {graph, nullptr};
   NodeAttachment* a = NodeAttachment::create(drv, std::move(owners));
   CUresult r = raw<Entry::cuGraphRetainUserObject>(drv, graph, a->user_object(), 1u,
                                                    static_cast<unsigned>(CU_GRAPH_USER_OBJECT_MOVE));
@@ -90,7 +118,7 @@ ExecAccumulator* ExecAccumulator::create(const DriverTable& drv) {
   CUresult r = raw<Entry::cuUserObjectCreate>(drv, &a->uo_, static_cast<void*>(a), &ExecAccumulator::on_destroy, 1u,
                                               static_cast<unsigned>(CU_USER_OBJECT_NO_DESTRUCTOR_SYNC));
   if (r != CUDA_SUCCESS) {
-    delete a;
+    Reclaimer::instance().push(a);
     throw_call_error(drv, Entry::cuUserObjectCreate, r, "creating an executable's owner accumulator");
   }
   return a;

@@ -44,6 +44,25 @@ class NodeAttachment final : public Reclaimable {
   CUuserObject uo_ = nullptr;
 };
 
+/// Hands `owners` to the reclaimer (they are released there, like every other owner). Never
+/// throws: if even that allocation fails, they are released here.
+void release_on_reclaimer(Owners&& owners) noexcept;
+
+/// Guards the owners of an operation that may fail before they reach an attachment: whatever is
+/// still in the bundle when the guard goes is released on the reclaimer, not on the caller's thread.
+class UnusedOwners {
+ public:
+  explicit UnusedOwners(Owners& owners) noexcept : owners_(owners) {}
+  ~UnusedOwners() {
+    if (!owners_.empty()) release_on_reclaimer(std::move(owners_));
+  }
+  UnusedOwners(const UnusedOwners&) = delete;
+  UnusedOwners& operator=(const UnusedOwners&) = delete;
+
+ private:
+  Owners& owners_;
+};
+
 /// Test hook: called (if set) inside the user-object destructor of every attachment, on whatever
 /// thread the driver runs it, before the attachment is queued. Must not block, lock or allocate.
 inline std::atomic<void (*)(NodeAttachment*)> attachment_destroy_hook{nullptr};
@@ -56,8 +75,9 @@ struct Staged {
 };
 
 /// Prepare (the fallible part, done before the driver mutation): creates the attachment and its
-/// user object and moves the reference onto `graph` (cuGraphRetainUserObject, MOVE). Returns an
-/// empty Staged for an empty bundle (no attachment for a version without owners). On failure
+/// user object and moves the reference onto `graph` (cuGraphRetainUserObject, MOVE). For an empty
+/// bundle it returns a Staged without attachment (false, nothing to roll back) that still names
+/// `graph`, so that commit can release the previous version. On failure
 /// nothing is left behind: a user object whose retain failed is released (never deleted directly),
 /// so its attachment reaches the reclaimer through the ordinary path. Throws DriverError.
 Staged prepare(const DriverTable& drv, CUgraph graph, Owners&& owners);

@@ -66,6 +66,16 @@ class Owners {
     return *this;
   }
 
+  /// Moves `value` into the bundle (one allocation) and returns a reference to it, stable until the
+  /// bundle releases it: how a host node's trampoline finds the callable it runs.
+  template <Ownable T>
+  std::remove_cvref_t<T>& adopt(T&& value) {
+    auto* items = new Items<std::remove_cvref_t<T>>(std::forward<T>(value));
+    items->next = head_;
+    head_ = items;
+    return std::get<0>(items->values);
+  }
+
   /// Destroys every owner now (the most recently added group first).
   void reset() noexcept {
     while (head_) {

@@ -271,6 +271,7 @@ std::shared_ptr<Hierarchy> clone_hierarchy(Hierarchy& src, std::unordered_map<co
 std::string describe(const Hierarchy& h) {
   std::string s;
   for (const Box& b : h.boxes) {
+    if (b.retired.load()) continue;  // the graveyard is not metadata: nothing refers to its nodes
     s += fmt::format("box {} kind={} retired={} nodes={}\n", static_cast<const void*>(&b), static_cast<int>(b.kind),
                      b.retired.load(), b.node_count);
     b.for_each([&](NodeRecord* r) {

@@ -89,6 +89,7 @@ class Registry {
 struct Hierarchy {
   const DriverTable* drv = nullptr;
   std::mutex mu;                  // serialises every mutation of the hierarchy (invariant 10)
+  std::atomic<std::thread::id> editor{};  // the thread whose transaction holds `mu` (nested edits)
   std::deque<Box> boxes;          // boxes[0] is the root; parents before children (invariant 6)
   std::deque<NodeRecord> records; // stable addresses; recycled through `free_records`
   NodeRecord* free_records = nullptr;
@@ -138,7 +139,7 @@ void rekey(Hierarchy& dst, Box& copy_root_box, const Box& src, std::unordered_ma
 /// with conditional nodes, as the driver refuses them) leaving the source unchanged.
 std::shared_ptr<Hierarchy> clone_hierarchy(Hierarchy& src, std::unordered_map<const NodeRecord*, NodeRecord*>* map);
 
-/// A text summary of a hierarchy's metadata, for debugging and tests.
+/// A text summary of a hierarchy's live metadata (retired boxes left out), for debugging and tests.
 std::string describe(const Hierarchy& h);
 
 }  // namespace tether::detail

@@ -58,6 +58,7 @@ NodeRecord* add_kernel(Transaction& tx, Box& box, std::span<NodeRecord* const> d
 
 void update_kernel(Transaction& tx, NodeRecord* r, const KernelCall& next, const KernelCall& previous,
                    Owners&& owners, std::string_view what) {
+  UnusedOwners guard(owners);
   const DriverTable* drv = &drv_of(tx);
   CUgraphNode node = r->node;
   tx.update(
@@ -90,6 +91,7 @@ NodeRecord* add_host(Transaction& tx, Box& box, std::span<NodeRecord* const> dep
 }
 
 void update_host(Transaction& tx, NodeRecord* r, CUhostFn fn, void* data, Owners&& owners) {
+  UnusedOwners guard(owners);
   const DriverTable* drv = &drv_of(tx);
   CUDA_HOST_NODE_PARAMS prev{};
   call<Entry::cuGraphHostNodeGetParams>(*drv, "reading a host node's parameters", r->node, &prev);
@@ -113,6 +115,7 @@ NodeRecord* add_memset(Transaction& tx, Box& box, std::span<NodeRecord* const> d
 }
 
 void update_memset(Transaction& tx, NodeRecord* r, const CUDA_MEMSET_NODE_PARAMS& p, Owners&& owners) {
+  UnusedOwners guard(owners);
   const DriverTable* drv = &drv_of(tx);
   CUDA_MEMSET_NODE_PARAMS prev{};
   call<Entry::cuGraphMemsetNodeGetParams>(*drv, "reading a memset node's parameters", r->node, &prev);
@@ -136,6 +139,7 @@ NodeRecord* add_memcpy(Transaction& tx, Box& box, std::span<NodeRecord* const> d
 }
 
 void update_memcpy(Transaction& tx, NodeRecord* r, const CUDA_MEMCPY3D& p, Owners&& owners) {
+  UnusedOwners guard(owners);
   const DriverTable* drv = &drv_of(tx);
   CUDA_MEMCPY3D prev{};
   call<Entry::cuGraphMemcpyNodeGetParams>(*drv, "reading a memcpy node's parameters", r->node, &prev);
@@ -161,6 +165,7 @@ NodeRecord* add_event(Transaction& tx, Box& box, std::span<NodeRecord* const> de
 }
 
 void update_event(Transaction& tx, NodeRecord* r, CUevent event, Owners&& owners) {
+  UnusedOwners guard(owners);
   const DriverTable* drv = &drv_of(tx);
   bool record = r->type == CU_GRAPH_NODE_TYPE_EVENT_RECORD;
   CUevent prev = nullptr;
@@ -179,8 +184,31 @@ void update_event(Transaction& tx, NodeRecord* r, CUevent event, Owners&& owners
       record ? "an event record node" : "an event wait node");
 }
 
+NodeRecord* add_mem_alloc(Transaction& tx, Box& box, std::span<NodeRecord* const> deps, CUDA_MEM_ALLOC_NODE_PARAMS& p,
+                          Owners&& owners) {
+  const DriverTable& drv = drv_of(tx);
+  return tx.add(
+      box, deps, CU_GRAPH_NODE_TYPE_MEM_ALLOC, std::move(owners),
+      [&](CUgraph g, const CUgraphNode* d, std::size_t n, CUgraphNode* out) {
+        return raw<Entry::cuGraphAddMemAllocNode>(drv, out, g, d, n, &p);
+      },
+      Entry::cuGraphAddMemAllocNode, "a memory allocation node");
+}
+
+NodeRecord* add_mem_free(Transaction& tx, Box& box, std::span<NodeRecord* const> deps, CUdeviceptr dptr,
+                         Owners&& owners) {
+  const DriverTable& drv = drv_of(tx);
+  return tx.add(
+      box, deps, CU_GRAPH_NODE_TYPE_MEM_FREE, std::move(owners),
+      [&](CUgraph g, const CUgraphNode* d, std::size_t n, CUgraphNode* out) {
+        return raw<Entry::cuGraphAddMemFreeNode>(drv, out, g, d, n, dptr);
+      },
+      Entry::cuGraphAddMemFreeNode, "a memory free node");
+}
+
 NodeRecord* embed(Transaction& tx, Box& box, std::span<NodeRecord* const> deps, Hierarchy& source, Owners&& owners,
                   Box** embedded) {
+  UnusedOwners guard(owners);
   if (&source == &tx.hierarchy())
     throw UsageError("a graph cannot embed itself or a graph of its own hierarchy (the driver crashes on a graph "
                      "that contains itself)");

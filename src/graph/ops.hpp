@@ -54,6 +54,11 @@ NodeRecord* add_event(Transaction& tx, Box& box, std::span<NodeRecord* const> de
                       Owners&& owners);
 void update_event(Transaction& tx, NodeRecord* r, CUevent event, Owners&& owners);
 
+NodeRecord* add_mem_alloc(Transaction& tx, Box& box, std::span<NodeRecord* const> deps, CUDA_MEM_ALLOC_NODE_PARAMS& p,
+                          Owners&& owners);
+NodeRecord* add_mem_free(Transaction& tx, Box& box, std::span<NodeRecord* const> deps, CUdeviceptr dptr,
+                         Owners&& owners);
+
 /// Embeds a copy of `source`'s root graph (cuGraphAddChildGraphNode, clone mode) and imports its
 /// metadata (rekey), so that the copy can later release its own versions. Rejects, before any
 /// driver call, embedding a graph into itself or into a graph of its own hierarchy (the real driver

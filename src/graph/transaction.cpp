@@ -13,7 +13,17 @@ void mark_unusable(Hierarchy& h, const char* why, std::string_view detail) noexc
 
 }  // namespace
 
-Transaction::Transaction(std::shared_ptr<Hierarchy> h) : h_(std::move(h)), lock_(h_->mu) { h_->check_usable(); }
+Transaction::Transaction(std::shared_ptr<Hierarchy> h) : h_(std::move(h)), lock_(h_->mu, std::defer_lock) {
+  if (h_->editor.load(std::memory_order_acquire) == std::this_thread::get_id())
+    throw UsageError("this thread already has an edit of this graph open (finish it first, or edit the child graph or "
+                     "body through that edit with e.in(view))");
+  lock_.lock();
+  if (h_->unusable) {
+    lock_.unlock();
+    h_->check_usable();
+  }
+  h_->editor.store(std::this_thread::get_id(), std::memory_order_release);
+}
 
 Transaction::~Transaction() {
   if (!done_) rollback();
@@ -31,6 +41,7 @@ void Transaction::check_node(const NodeRecord* r, std::uint32_t generation, cons
 
 NodeRecord* Transaction::add(Box& box, std::span<NodeRecord* const> deps, CUgraphNodeType type, Owners&& owners,
                              const AddFn& add, Entry entry, std::string_view what, const AfterAdd& after) {
+  UnusedOwners guard(owners);
   if (box.hierarchy != h_.get() || box.retired.load())
     throw UsageError(fmt::format("cannot add {}: the graph view is invalid or belongs to another graph", what));
   std::vector<CUgraphNode> d;
@@ -75,6 +86,7 @@ NodeRecord* Transaction::add(Box& box, std::span<NodeRecord* const> deps, CUgrap
 
 void Transaction::update(NodeRecord* r, Owners&& owners, CallFn apply, Entry entry, CallFn undo, Entry undo_entry,
                          std::string_view what) {
+  UnusedOwners guard(owners);
   ops_.reserve(ops_.size() + 1);
   Staged st = prepare(*h_->drv, r->box->graph, std::move(owners));
   CUresult res = apply();
@@ -141,7 +153,12 @@ void Transaction::commit() noexcept {
         detail::commit(drv, op.rec->current, op.staged);
         break;
       case Kind::update:
-        if (op.rec->alive) detail::commit(drv, op.rec->current, op.staged);
+        if (op.rec->alive)
+          detail::commit(drv, op.rec->current, op.staged);
+        else if (op.staged && Registry::instance().find(op.staged.graph))
+          // Removed earlier in this commit from a graph that lives on: the staged version was never
+          // published, so nothing else would release it (if the graph itself went, CUDA did).
+          detail::rollback(drv, op.staged);
         break;
       case Kind::remove: remove_now(op.rec); break;
       case Kind::connect:
@@ -150,6 +167,7 @@ void Transaction::commit() noexcept {
   }
   ops_.clear();
   done_ = true;
+  h_->editor.store(std::thread::id(), std::memory_order_release);
   lock_.unlock();
 }
 
@@ -202,6 +220,7 @@ void Transaction::rollback() noexcept {
   for (auto it = ops_.rbegin(); it != ops_.rend(); ++it) undo_one(*it);
   ops_.clear();
   done_ = true;
+  h_->editor.store(std::thread::id(), std::memory_order_release);
   lock_.unlock();
 }
 

@@ -22,7 +22,8 @@ class Transaction {
   /// conditional bodies) as boxes of the hierarchy. May throw (the add is then undone).
   using AfterAdd = std::function<void(Hierarchy&, NodeRecord*)>;
 
-  /// Locks `h` and checks it is usable (UsageError otherwise).
+  /// Locks `h` and checks it is usable (UsageError otherwise, also when this thread already has an
+  /// edit of the same graph open, which would deadlock).
   explicit Transaction(std::shared_ptr<Hierarchy> h);
   /// Rolls back what was not committed.
   ~Transaction();

@@ -15,6 +15,8 @@ const DriverTable& table_of(const Runtime& rt) noexcept;
 
 TETHER_EXPORT namespace tether {
 
+class Context;
+
 /// The entry point of tether: a handle to one loaded driver (real or simulated).
 ///
 /// A `Runtime` is a cheap, copyable reference to process-wide driver state that lives until the
@@ -50,6 +52,11 @@ class Runtime {
   std::string_view origin() const noexcept;
   /// One line: "cuda driver 13.0 from libcuda.so.1, 1 device".
   std::string describe() const;
+
+  /// The primary context of device `ordinal`, retained while the returned Context or anything
+  /// made in it lives (`Context::primary(*this, ordinal)`). Throws UsageError for an ordinal out
+  /// of range, DriverError if the driver refuses. Defined in resources/context.cpp.
+  Context context(int ordinal) const;
 
   friend bool operator==(const Runtime& a, const Runtime& b) noexcept { return a.table_ == b.table_; }
 

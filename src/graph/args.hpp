@@ -1,0 +1,191 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 The tether authors
+//
+// Argument adapters of the DSL: how a kernel, memset or memcpy argument turns into a driver value
+// and, where it owns memory, into an owner kept with the node's version.
+#pragma once
+
+#include "../config.hpp"
+#include "../prelude.hpp"
+#include "../resources/buffer.hpp"
+
+TETHER_EXPORT namespace tether {
+
+/// A pointer tether must not keep alive: the caller promises the memory outlives every use by
+/// the graph, its clones, executables and launches. Made with `tether::unowned(...)`.
+template <class T>
+struct Unowned {
+  using element_type = T;
+  T* ptr = nullptr;
+  std::size_t count = 0;  ///< elements, where known (0: unknown)
+};
+
+/// Marks a pointer as explicitly not retained (for kernel pointer parameters, memset and memcpy).
+template <class T>
+Unowned<T> unowned(T* p, std::size_t count = 0) noexcept {
+  return {p, count};
+}
+/// The memory of a buffer, explicitly not retained.
+template <class T>
+Unowned<T> unowned(const SharedBuffer<T>& b) noexcept {
+  return {b.data(), b.size()};
+}
+template <class T>
+Unowned<T> unowned(DeviceBuffer<T>& b) noexcept {
+  return {b.data(), b.size()};
+}
+template <class T>
+Unowned<T> unowned(PinnedBuffer<T>& b) noexcept {
+  return {b.data(), b.size()};
+}
+
+/// Grid dimensions of a kernel launch (blocks).
+struct Grid {
+  unsigned x = 1, y = 1, z = 1;
+};
+/// Block dimensions of a kernel launch (threads).
+struct Block {
+  unsigned x = 1, y = 1, z = 1;
+};
+
+}  // namespace tether
+
+namespace tether::detail {
+
+template <class T>
+struct IsSharedBuffer : std::false_type {};
+template <class T>
+struct IsSharedBuffer<SharedBuffer<T>> : std::true_type {};
+template <class T>
+struct IsDeviceBuffer : std::false_type {};
+template <class T>
+struct IsDeviceBuffer<DeviceBuffer<T>> : std::true_type {};
+template <class T>
+struct IsPinned : std::false_type {};
+template <class T>
+struct IsPinned<PinnedBuffer<T>> : std::true_type {};
+template <class T>
+struct IsPinned<SharedPinnedBuffer<T>> : std::true_type {};
+template <class T>
+struct IsSharedPinned : std::false_type {};
+template <class T>
+struct IsSharedPinned<SharedPinnedBuffer<T>> : std::true_type {};
+template <class T>
+struct IsUnowned : std::false_type {};
+template <class T>
+struct IsUnowned<Unowned<T>> : std::true_type {};
+
+template <class A>
+using Bare = std::remove_cvref_t<A>;
+
+/// How argument A binds to kernel parameter P. `ok` says whether it may; `owned` whether the
+/// argument's memory is retained with the node.
+template <class P, class A>
+struct KernelArg {
+  static constexpr bool pointer_param = std::is_pointer_v<P>;
+  using Elem = std::remove_pointer_t<P>;
+  template <class X>
+  static constexpr bool points_to = std::is_convertible_v<X*, P>;
+
+  static constexpr bool shared = IsSharedBuffer<Bare<A>>::value;
+  static constexpr bool device_rvalue = IsDeviceBuffer<Bare<A>>::value && !std::is_lvalue_reference_v<A>;
+  static constexpr bool device_lvalue = IsDeviceBuffer<Bare<A>>::value && std::is_lvalue_reference_v<A>;
+  static constexpr bool unowned = IsUnowned<Bare<A>>::value;
+  static constexpr bool null = std::is_same_v<Bare<A>, std::nullptr_t>;
+  static constexpr bool raw_pointer = std::is_pointer_v<Bare<A>>;
+
+  static constexpr bool buffer_ok = [] {
+    if constexpr (IsUnowned<Bare<A>>::value)
+      return points_to<typename Bare<A>::element_type>;
+    else if constexpr (IsSharedBuffer<Bare<A>>::value || IsDeviceBuffer<Bare<A>>::value)
+      return points_to<std::remove_pointer_t<decltype(std::declval<Bare<A>&>().data())>>;
+    else
+      return false;
+  }();
+  static constexpr bool ok = pointer_param
+                                 ? ((shared || device_rvalue) && buffer_ok) || (unowned && buffer_ok) || null
+                                 : (!raw_pointer && !shared && !IsDeviceBuffer<Bare<A>>::value && !unowned &&
+                                    std::is_convertible_v<A, P>);
+  static constexpr bool owned = pointer_param && (shared || device_rvalue);
+};
+
+/// The value passed to the driver for argument `a` of parameter type P.
+template <class P, class A>
+P kernel_value(A& a) {
+  using Arg = KernelArg<P, A&>;
+  if constexpr (Arg::null)
+    return nullptr;
+  else if constexpr (IsUnowned<Bare<A>>::value)
+    return a.ptr;
+  else if constexpr (std::is_pointer_v<P>)
+    return a.data();
+  else
+    return static_cast<P>(a);
+}
+
+/// The owner kept for argument `a` (a one-element tuple), or an empty tuple.
+template <class P, class A>
+auto kernel_owner(A&& a) {
+  if constexpr (KernelArg<P, A&&>::owned)
+    return std::tuple<Bare<A>>(std::forward<A>(a));
+  else
+    return std::tuple<>();
+}
+
+/// A memset/memcpy end point: device or pinned buffers (retained if shared or moved in) and
+/// unowned pointers.
+template <class A>
+struct Endpoint {
+  static constexpr bool device = IsSharedBuffer<Bare<A>>::value || IsDeviceBuffer<Bare<A>>::value;
+  static constexpr bool pinned = IsPinned<Bare<A>>::value;
+  static constexpr bool unowned = IsUnowned<Bare<A>>::value;
+  static constexpr bool rvalue = !std::is_lvalue_reference_v<A>;
+  static constexpr bool shared = IsSharedBuffer<Bare<A>>::value || IsSharedPinned<Bare<A>>::value;
+  static constexpr bool ok = unowned || ((device || pinned) && (shared || rvalue));
+  static constexpr bool owned = (device || pinned) && ok;
+};
+
+template <class A>
+struct EndpointElemOf {
+  using type = std::remove_cvref_t<decltype(*std::declval<Bare<A>&>().data())>;
+};
+template <class U>
+struct EndpointElemOf<Unowned<U>> {
+  using type = std::remove_cv_t<U>;
+};
+/// The element type of an end point.
+template <class A>
+using EndpointElem = typename EndpointElemOf<Bare<A>>::type;
+
+template <class A>
+std::uintptr_t endpoint_address(A& a) {
+  if constexpr (IsUnowned<Bare<A>>::value)
+    return reinterpret_cast<std::uintptr_t>(a.ptr);
+  else
+    return reinterpret_cast<std::uintptr_t>(a.data());
+}
+template <class A>
+std::size_t endpoint_count(A& a) {
+  if constexpr (IsUnowned<Bare<A>>::value)
+    return a.count;
+  else
+    return a.size();
+}
+template <class A>
+CUmemorytype endpoint_type() {
+  if constexpr (Endpoint<A>::device)
+    return CU_MEMORYTYPE_DEVICE;
+  else if constexpr (Endpoint<A>::pinned)
+    return CU_MEMORYTYPE_HOST;
+  else
+    return CU_MEMORYTYPE_UNIFIED;
+}
+template <class A>
+auto endpoint_owner(A&& a) {
+  if constexpr (Endpoint<A&&>::owned)
+    return std::tuple<Bare<A>>(std::forward<A>(a));
+  else
+    return std::tuple<>();
+}
+
+}  // namespace tether::detail

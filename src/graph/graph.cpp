@@ -1,0 +1,96 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 The tether authors
+#include "graph.hpp"
+
+namespace tether {
+
+namespace detail {
+
+std::span<NodeRecord* const> no_deps() noexcept { return {}; }
+
+void throw_finished_edit() { throw UsageError("this edit was already committed or rolled back"); }
+
+void check_not_body(const Box& box, const char* what) {
+  for (const Box* b = &box; b; b = b->parent)
+    if (b->kind == BoxKind::body)
+      throw UsageError(fmt::format("{}: memory allocation nodes cannot be added to a conditional body (CUDA forbids "
+                                   "them there)",
+                                   what));
+}
+
+CUcontext context_handle(const Context& c) noexcept { return c.get(); }
+
+Box* box_of(Transaction& tx, const BoxRef& ref, const char* what) {
+  if (!ref.valid())
+    throw UsageError(fmt::format("{}: the graph view is invalid (CUDA destroyed the embedded graph or body)", what));
+  if (ref.hierarchy != tx.shared())
+    throw UsageError(fmt::format("{}: the graph view belongs to another graph than the one being edited", what));
+  return ref.box;
+}
+
+namespace {
+std::size_t count_nodes(const BoxRef& ref) {
+  if (!ref.valid()) throw UsageError("node_count: the graph view is invalid");
+  // Inside this thread's own edit the lock is already held (and would deadlock).
+  if (ref.hierarchy->editor.load(std::memory_order_acquire) == std::this_thread::get_id()) return ref.box->node_count;
+  std::lock_guard lock(ref.hierarchy->mu);
+  return ref.box->node_count;
+}
+CUgraph graph_of(const BoxRef& ref) {
+  if (!ref.valid()) throw UsageError("get: the graph view is invalid (CUDA destroyed the graph)");
+  return ref.box->graph;
+}
+}  // namespace
+
+}  // namespace detail
+
+struct Graph::Origin {
+  std::weak_ptr<detail::Hierarchy> source;
+  std::unordered_map<const detail::NodeRecord*, std::pair<detail::NodeRecord*, std::uint32_t>> map;
+};
+
+Edit GraphRef::edit() const {
+  if (!valid()) throw UsageError("edit: the graph view is invalid (CUDA destroyed the embedded graph)");
+  return Edit(ref_.hierarchy, ref_.box, *ctx_);
+}
+std::size_t GraphRef::node_count() const { return detail::count_nodes(ref_); }
+CUgraph GraphRef::get() const { return detail::graph_of(ref_); }
+
+BodyEdit BodyRef::edit() const {
+  if (!valid()) throw UsageError("edit: the body view is invalid (CUDA destroyed the body)");
+  return BodyEdit(ref_.hierarchy, ref_.box, *ctx_);
+}
+std::size_t BodyRef::node_count() const { return detail::count_nodes(ref_); }
+CUgraph BodyRef::get() const { return detail::graph_of(ref_); }
+
+Graph::Graph(const Context& ctx)
+    : ctx_(ctx), h_(detail::Hierarchy::create(detail::table_of(ctx.runtime()))) {}
+
+Edit Graph::edit() const { return Edit(h_, &h_->root(), ctx_); }
+
+Graph Graph::clone() const {
+  std::unordered_map<const detail::NodeRecord*, detail::NodeRecord*> map;
+  std::shared_ptr<detail::Hierarchy> h = detail::clone_hierarchy(*h_, &map);
+  auto origin = std::make_shared<Origin>();
+  origin->source = h_;
+  for (auto& [src, copy] : map) origin->map.emplace(src, std::pair{copy, copy->generation.load()});
+  Graph g(ctx_, std::move(h));
+  g.origin_ = std::move(origin);
+  return g;
+}
+
+detail::NodeRef Graph::find_ref(const detail::NodeRef& source) const {
+  if (!origin_) throw UsageError("find: this graph is not a clone");
+  if (!source.valid()) throw UsageError("find: the source node is no longer valid");
+  if (origin_->source.lock() != source.hierarchy) throw UsageError("find: the node is not from this clone's source");
+  auto it = origin_->map.find(source.record);
+  if (it == origin_->map.end()) throw UsageError("find: the node was added to the source after the clone was made");
+  auto [copy, gen] = it->second;
+  return detail::NodeRef{h_, copy, gen};
+}
+
+GraphRef Graph::ref() const { return detail::GraphAccess::graph_ref({h_, &h_->root()}, ctx_); }
+std::size_t Graph::node_count() const { return detail::count_nodes({h_, &h_->root()}); }
+CUgraph Graph::get() const noexcept { return h_->root().graph; }
+
+}  // namespace tether

@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 The tether authors
+#pragma once
+
+#include "../config.hpp"
+#include "../prelude.hpp"
+#include "../resources/module.hpp"
+#include "hierarchy.hpp"
+
+TETHER_EXPORT namespace tether {
+
+/// Node kinds: tags that type `Node<Kind>` handles, one per `CUgraphNodeType` tether builds.
+struct AnyKind {};                 ///< a node of any kind (`Node<>`)
+template <class... Args>
+struct KernelNode {};              ///< CU_GRAPH_NODE_TYPE_KERNEL, launching a `Kernel<Args...>`
+struct MemcpyNode {};              ///< CU_GRAPH_NODE_TYPE_MEMCPY
+struct MemsetNode {};              ///< CU_GRAPH_NODE_TYPE_MEMSET
+struct HostNode {};                ///< CU_GRAPH_NODE_TYPE_HOST
+struct EventRecordNode {};         ///< CU_GRAPH_NODE_TYPE_EVENT_RECORD
+struct EventWaitNode {};           ///< CU_GRAPH_NODE_TYPE_WAIT_EVENT
+struct EmptyNode {};               ///< CU_GRAPH_NODE_TYPE_EMPTY
+struct ChildNode {};               ///< CU_GRAPH_NODE_TYPE_GRAPH (an embedded copy of a graph)
+struct ConditionalNode {};         ///< CU_GRAPH_NODE_TYPE_CONDITIONAL (if, if/else, while, switch)
+struct MemAllocNode {};            ///< CU_GRAPH_NODE_TYPE_MEM_ALLOC
+struct MemFreeNode {};             ///< CU_GRAPH_NODE_TYPE_MEM_FREE
+
+template <class Kind = AnyKind>
+class Node;
+
+}  // namespace tether
+
+namespace tether::detail {
+// What a typed handle carries besides the node: a kernel node's handle carries its Kernel, so that
+// an update (which names no kernel) can keep the kernel's module alive in the new version.
+template <class K>
+struct NodeExtra {};
+template <class... P>
+struct NodeExtra<KernelNode<P...>> {
+  std::optional<Kernel<P...>> kernel;
+};
+
+struct NodeAccess {
+  template <class K>
+  static const NodeRef& ref(const Node<K>& n) noexcept {
+    return n.ref_;
+  }
+  template <class K>
+  static const NodeExtra<K>& extra(const Node<K>& n) noexcept {
+    return n.extra_;
+  }
+  template <class K>
+  static Node<K> make(NodeRef r, NodeExtra<K> extra = {}) noexcept {
+    Node<K> n;
+    n.ref_ = std::move(r);
+    n.extra_ = std::move(extra);
+    return n;
+  }
+};
+}  // namespace tether::detail
+
+TETHER_EXPORT namespace tether {
+
+/// A typed handle to one node of a graph (or of an embedded child graph or conditional body).
+/// Cheap to copy; it shares ownership of the graph's whole hierarchy, so the graph outlives it.
+/// A handle becomes invalid when its node is removed, when the edit that created it is rolled back,
+/// or when CUDA destroys the graph it lives in (its child-graph or conditional node was removed);
+/// using an invalid handle throws UsageError and never reaches the driver (the driver does not
+/// check node handles: a second cuGraphDestroyNode crashes it).
+///
+/// Thread safety: `valid()` may be called concurrently with edits of the graph.
+template <class Kind>
+class Node {
+ public:
+  /// An invalid handle.
+  Node() noexcept = default;
+
+  /// Any typed handle converts to `Node<>`.
+  template <class K>
+    requires(std::is_same_v<Kind, AnyKind> && !std::is_same_v<K, AnyKind>)
+  Node(const Node<K>& other) noexcept  // NOLINT(google-explicit-constructor)
+      : ref_(detail::NodeAccess::ref(other)) {}
+
+  /// Whether the node still exists (see the class comment).
+  bool valid() const noexcept { return ref_.valid(); }
+
+  /// The driver's node handle. Throws UsageError if the handle is invalid.
+  CUgraphNode get() const {
+    if (!valid()) throw UsageError("Node::get: the node was removed or its graph was destroyed");
+    return ref_.record->node;
+  }
+
+  /// Whether both refer to the same node.
+  template <class K>
+  friend bool operator==(const Node& a, const Node<K>& b) noexcept {
+    const detail::NodeRef& r = detail::NodeAccess::ref(b);
+    return a.ref_.record == r.record && a.ref_.generation == r.generation;
+  }
+
+ private:
+  friend struct detail::NodeAccess;
+  detail::NodeRef ref_;
+  [[no_unique_address]] detail::NodeExtra<Kind> extra_;
+};
+
+}  // namespace tether

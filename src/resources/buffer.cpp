@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 The tether authors
+#include "buffer.hpp"
+
+#include <limits>
+
+namespace tether::detail {
+
+void FreeDevice::operator()(CUdeviceptr p) const noexcept {
+  release_with<Entry::cuMemFree>(owner, p, "freeing device memory");
+}
+
+void FreeHost::operator()(void* p) const noexcept {
+  release_with<Entry::cuMemFreeHost>(owner, p, "freeing pinned host memory");
+}
+
+namespace {
+
+std::size_t checked_bytes(std::size_t count, std::size_t elem_size, std::string_view type, const char* kind) {
+  if (count == 0)
+    throw UsageError(fmt::format("allocating 0 elements of {} ({}): a buffer cannot be empty", type, kind));
+  if (count > std::numeric_limits<std::size_t>::max() / elem_size)
+    throw UsageError(fmt::format("allocating {} elements of {} ({}): the size overflows", count, type, kind));
+  return count * elem_size;
+}
+
+void check_fits(bool owned, std::size_t n, std::size_t have, const char* kind, const char* op) {
+  if (!owned && n > 0) throw_empty(kind);
+  if (n > have)
+    throw UsageError(fmt::format("{}::{}: {} bytes do not fit in a buffer of {} bytes", kind, op, n, have));
+}
+
+}  // namespace
+
+DeviceMemory::DeviceMemory(const Context& ctx, std::size_t count, std::size_t elem_size, std::string_view type) {
+  std::size_t n = checked_bytes(count, elem_size, type, "device memory");
+  const ContextPtr& s = state_of(ctx);
+  ScopedContext scope(*s);
+  CUdeviceptr p = 0;
+  call<Entry::cuMemAlloc>(
+      *s->table,
+      [&] { return fmt::format("allocating {} elements of {} ({} bytes) of device memory", count, type, n); }, &p,
+      n);
+  handle_ = UniqueHandle<CUdeviceptr, FreeDevice>(p, FreeDevice{s});
+  bytes_ = n;
+}
+
+DeviceMemory::DeviceMemory(const Context& ctx, CUdeviceptr adopt, std::size_t bytes) noexcept
+    : handle_(adopt, FreeDevice{state_of(ctx)}), bytes_(adopt ? bytes : 0) {}
+
+Context DeviceMemory::context(const char* kind) const {
+  if (!handle_) throw_empty(kind);
+  return context_from(handle_.deleter().owner);
+}
+
+void DeviceMemory::copy_from(const void* src, std::size_t n, const char* kind) const {
+  check_fits(static_cast<bool>(handle_), n, bytes_, kind, "copy_from");
+  if (n == 0) return;
+  const ContextState& s = *handle_.deleter().owner;
+  ScopedContext scope(s);
+  call<Entry::cuMemcpyHtoD>(*s.table, [&] { return fmt::format("copying {} bytes from the host to a {}", n, kind); },
+                            address(), src, n);
+}
+
+void DeviceMemory::copy_to(void* dst, std::size_t n, const char* kind) const {
+  check_fits(static_cast<bool>(handle_), n, bytes_, kind, "copy_to");
+  if (n == 0) return;
+  const ContextState& s = *handle_.deleter().owner;
+  ScopedContext scope(s);
+  call<Entry::cuMemcpyDtoH>(*s.table, [&] { return fmt::format("copying {} bytes from a {} to the host", n, kind); },
+                            dst, address(), n);
+}
+
+void DeviceMemory::fill_bytes(unsigned char value, const char* kind) const {
+  if (!handle_) throw_empty(kind);
+  const ContextState& s = *handle_.deleter().owner;
+  ScopedContext scope(s);
+  call<Entry::cuMemsetD8>(*s.table, [&] { return fmt::format("setting the {} bytes of a {}", bytes_, kind); },
+                          address(), value, bytes_);
+}
+
+HostMemory::HostMemory(const Context& ctx, std::size_t count, std::size_t elem_size, std::string_view type) {
+  std::size_t n = checked_bytes(count, elem_size, type, "pinned host memory");
+  const ContextPtr& s = state_of(ctx);
+  ScopedContext scope(*s);
+  void* p = nullptr;
+  call<Entry::cuMemAllocHost>(
+      *s->table,
+      [&] { return fmt::format("allocating {} elements of {} ({} bytes) of pinned host memory", count, type, n); }, &p,
+      n);
+  handle_ = UniqueHandle<void*, FreeHost>(p, FreeHost{s});
+  bytes_ = n;
+}
+
+HostMemory::HostMemory(const Context& ctx, void* adopt, std::size_t bytes) noexcept
+    : handle_(adopt, FreeHost{state_of(ctx)}), bytes_(adopt ? bytes : 0) {}
+
+Context HostMemory::context(const char* kind) const {
+  if (!handle_) throw_empty(kind);
+  return context_from(handle_.deleter().owner);
+}
+
+}  // namespace tether::detail

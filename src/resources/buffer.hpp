@@ -1,0 +1,378 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 The tether authors
+//
+// Typed device and pinned host buffers. The typed classes are thin: every driver call lives in the
+// untyped cores (detail::DeviceMemory, detail::HostMemory) in buffer.cpp.
+#pragma once
+
+#include "../config.hpp"
+#include "../prelude.hpp"
+#include "context.hpp"
+#include "unique_handle.hpp"
+
+namespace tether::detail {
+
+// cuMemFree with the buffer's context pushed, under the release rule.
+struct FreeDevice {
+  ContextPtr owner;
+  void operator()(CUdeviceptr p) const noexcept;
+};
+
+// cuMemFreeHost with the buffer's context pushed, under the release rule.
+struct FreeHost {
+  ContextPtr owner;
+  void operator()(void* p) const noexcept;
+};
+
+// `T` spelled as the compiler spells it, for error messages ("allocating 0 elements of float").
+template <class T>
+std::string_view type_name() noexcept {
+  std::string_view f = __PRETTY_FUNCTION__;  // "... type_name() [T = float]" or "[with T = float; ...]"
+  std::size_t b = f.find("T = ");
+  if (b == std::string_view::npos) return "T";
+  b += 4;
+  std::size_t e = f.find_first_of(";]", b);
+  return f.substr(b, e == std::string_view::npos ? std::string_view::npos : e - b);
+}
+
+// One device allocation, untyped. Move-only; moved-from is empty with zero bytes.
+class DeviceMemory {
+ public:
+  DeviceMemory() noexcept = default;
+  // cuMemAlloc of count * elem_size bytes with ctx pushed. `type` names the element type in errors.
+  DeviceMemory(const Context& ctx, std::size_t count, std::size_t elem_size, std::string_view type);
+  // Adopts an allocation made in ctx; never calls the driver.
+  DeviceMemory(const Context& ctx, CUdeviceptr adopt, std::size_t bytes) noexcept;
+  DeviceMemory(DeviceMemory&& other) noexcept
+      : handle_(std::move(other.handle_)), bytes_(std::exchange(other.bytes_, 0)) {}
+  DeviceMemory& operator=(DeviceMemory&& other) noexcept {
+    handle_ = std::move(other.handle_);  // frees what this held first
+    bytes_ = std::exchange(other.bytes_, 0);
+    return *this;
+  }
+
+  CUdeviceptr address() const noexcept { return handle_.get(); }
+  std::size_t bytes() const noexcept { return bytes_; }
+  explicit operator bool() const noexcept { return static_cast<bool>(handle_); }
+  Context context(const char* kind) const;
+
+  void copy_from(const void* src, std::size_t n, const char* kind) const;  // cuMemcpyHtoD
+  void copy_to(void* dst, std::size_t n, const char* kind) const;          // cuMemcpyDtoH
+  void fill_bytes(unsigned char value, const char* kind) const;            // cuMemsetD8
+
+  CUdeviceptr release() noexcept {
+    bytes_ = 0;
+    return handle_.release();
+  }
+  void reset() noexcept {
+    handle_.reset();
+    bytes_ = 0;
+  }
+  void swap(DeviceMemory& other) noexcept {
+    handle_.swap(other.handle_);
+    std::swap(bytes_, other.bytes_);
+  }
+
+ private:
+  UniqueHandle<CUdeviceptr, FreeDevice> handle_;
+  std::size_t bytes_ = 0;
+};
+
+// One page-locked host allocation, untyped. Move-only; moved-from is empty with zero bytes.
+class HostMemory {
+ public:
+  HostMemory() noexcept = default;
+  // cuMemAllocHost of count * elem_size bytes with ctx pushed.
+  HostMemory(const Context& ctx, std::size_t count, std::size_t elem_size, std::string_view type);
+  // Adopts an allocation made in ctx; never calls the driver.
+  HostMemory(const Context& ctx, void* adopt, std::size_t bytes) noexcept;
+  HostMemory(HostMemory&& other) noexcept : handle_(std::move(other.handle_)), bytes_(std::exchange(other.bytes_, 0)) {}
+  HostMemory& operator=(HostMemory&& other) noexcept {
+    handle_ = std::move(other.handle_);  // frees what this held first
+    bytes_ = std::exchange(other.bytes_, 0);
+    return *this;
+  }
+
+  void* data() const noexcept { return handle_.get(); }
+  std::size_t bytes() const noexcept { return bytes_; }
+  explicit operator bool() const noexcept { return static_cast<bool>(handle_); }
+  Context context(const char* kind) const;
+
+  void* release() noexcept {
+    bytes_ = 0;
+    return handle_.release();
+  }
+  void reset() noexcept {
+    handle_.reset();
+    bytes_ = 0;
+  }
+  void swap(HostMemory& other) noexcept {
+    handle_.swap(other.handle_);
+    std::swap(bytes_, other.bytes_);
+  }
+
+ private:
+  UniqueHandle<void*, FreeHost> handle_;
+  std::size_t bytes_ = 0;
+};
+
+template <class T>
+T* device_pointer(CUdeviceptr p) noexcept {
+  return reinterpret_cast<T*>(static_cast<std::uintptr_t>(p));
+}
+
+}  // namespace tether::detail
+
+TETHER_EXPORT namespace tether {
+
+template <class T>
+class SharedBuffer;
+template <class T>
+class SharedPinnedBuffer;
+
+/// An owned device allocation of `size()` elements of `T` (`cuMemAlloc` through
+/// `Context::alloc<T>(n)`; `cuMemFree`, with its context pushed, when dropped). Move-only; a
+/// moved-from or default-constructed buffer is empty (size 0, null address). `std::move(b).share()`
+/// turns it into a SharedBuffer. The buffer keeps its context alive; every driver call runs with
+/// that context pushed. Thread safety: concurrent const members are safe; everything else needs
+/// exclusive access. The destructor may run on any thread (the release rule of ARCHITECTURE.md
+/// §9) and never throws.
+template <class T>
+class DeviceBuffer {
+  static_assert(std::is_trivially_copyable_v<T>,
+                "DeviceBuffer<T> needs a trivially copyable T: device memory is copied byte by byte, so T's "
+                "constructors, assignments and destructor would never run");
+
+ public:
+  using value_type = T;
+
+  /// An empty buffer.
+  DeviceBuffer() noexcept = default;
+
+  /// Takes ownership of `n` elements at `address`, allocated with `cuMemAlloc` in `ctx` (they
+  /// will be freed with `cuMemFree`). Never calls the driver.
+  static DeviceBuffer from_native_handle(const Context& ctx, CUdeviceptr address, std::size_t n) noexcept {
+    return DeviceBuffer(detail::DeviceMemory(ctx, address, n * sizeof(T)));
+  }
+
+  /// The device address as a typed pointer (what kernel parameters of type `T*` take). Not
+  /// dereferenceable on the host. Null when empty.
+  T* data() noexcept { return detail::device_pointer<T>(mem_.address()); }
+  /// The device address as a pointer to const.
+  const T* data() const noexcept { return detail::device_pointer<const T>(mem_.address()); }
+  /// The device address (0 when empty).
+  CUdeviceptr address() const noexcept { return mem_.address(); }
+  /// The number of elements (0 when empty).
+  std::size_t size() const noexcept { return mem_.bytes() / sizeof(T); }
+  /// The number of bytes (0 when empty).
+  std::size_t bytes() const noexcept { return mem_.bytes(); }
+
+  /// Copies `src` to the start of the buffer (`cuMemcpyHtoD`, synchronous, context pushed).
+  /// Throws UsageError if `src` has more elements than the buffer, DriverError.
+  void copy_from(std::span<const T> src) { mem_.copy_from(src.data(), src.size_bytes(), "DeviceBuffer"); }
+  /// Copies the first `dst.size()` elements of the buffer to `dst` (`cuMemcpyDtoH`, synchronous,
+  /// context pushed). Throws UsageError if `dst` has more elements than the buffer, DriverError.
+  void copy_to(std::span<T> dst) const { mem_.copy_to(dst.data(), dst.size_bytes(), "DeviceBuffer"); }
+  /// Sets every byte of the buffer to `value` (`cuMemsetD8`, context pushed). Throws UsageError
+  /// when empty, DriverError.
+  void fill_bytes(unsigned char value) { mem_.fill_bytes(value, "DeviceBuffer"); }
+
+  /// The context the memory belongs to. Throws UsageError when empty.
+  Context context() const { return mem_.context("DeviceBuffer"); }
+
+  /// Turns the buffer into shared ownership of the same allocation; this buffer is left empty.
+  /// Throws std::bad_alloc (the buffer is then unchanged).
+  SharedBuffer<T> share() &&;
+
+  /// Gives up ownership: returns the address (the caller must free it) and leaves the buffer empty.
+  CUdeviceptr release() noexcept { return mem_.release(); }
+  /// Frees the memory now (under the release rule) and leaves the buffer empty.
+  void reset() noexcept { mem_.reset(); }
+  /// Exchanges the allocations of two buffers.
+  void swap(DeviceBuffer& other) noexcept { mem_.swap(other.mem_); }
+  /// Whether an allocation is owned.
+  explicit operator bool() const noexcept { return static_cast<bool>(mem_); }
+
+ private:
+  friend class Context;
+  explicit DeviceBuffer(detail::DeviceMemory m) noexcept : mem_(std::move(m)) {}
+
+  detail::DeviceMemory mem_;
+};
+
+/// Shared ownership of one device allocation of `T` (from `std::move(device_buffer).share()`):
+/// the memory is freed (`cuMemFree`, context pushed) when the last copy goes. Graph nodes retain
+/// buffers as SharedBuffers. A handle with pointer semantics: const members may write the device
+/// memory. A moved-from or default-constructed SharedBuffer is empty. Thread safety: all members
+/// are safe to call concurrently on different copies (like `std::shared_ptr`); the last copy may
+/// be dropped on any thread and never throws.
+template <class T>
+class SharedBuffer {
+ public:
+  using value_type = T;
+
+  /// An empty shared buffer.
+  SharedBuffer() noexcept = default;
+
+  /// The device address as a typed pointer (null when empty).
+  T* data() const noexcept { return mem_ ? detail::device_pointer<T>(mem_->address()) : nullptr; }
+  /// The device address (0 when empty).
+  CUdeviceptr address() const noexcept { return mem_ ? mem_->address() : 0; }
+  /// The number of elements (0 when empty).
+  std::size_t size() const noexcept { return bytes() / sizeof(T); }
+  /// The number of bytes (0 when empty).
+  std::size_t bytes() const noexcept { return mem_ ? mem_->bytes() : 0; }
+
+  /// Copies `src` to the start of the buffer (`cuMemcpyHtoD`). Throws like DeviceBuffer's.
+  void copy_from(std::span<const T> src) const { memory().copy_from(src.data(), src.size_bytes(), "SharedBuffer"); }
+  /// Copies the start of the buffer to `dst` (`cuMemcpyDtoH`). Throws like DeviceBuffer's.
+  void copy_to(std::span<T> dst) const { memory().copy_to(dst.data(), dst.size_bytes(), "SharedBuffer"); }
+  /// Sets every byte to `value` (`cuMemsetD8`). Throws UsageError when empty, DriverError.
+  void fill_bytes(unsigned char value) const { memory().fill_bytes(value, "SharedBuffer"); }
+  /// The context the memory belongs to. Throws UsageError when empty.
+  Context context() const { return memory().context("SharedBuffer"); }
+
+  /// The number of SharedBuffers sharing the allocation (0 when empty); approximate under
+  /// concurrent copies, like `std::shared_ptr::use_count`.
+  long use_count() const noexcept { return mem_.use_count(); }
+  /// Whether an allocation is shared.
+  explicit operator bool() const noexcept { return mem_ != nullptr; }
+  /// Whether both share the same allocation.
+  friend bool operator==(const SharedBuffer& a, const SharedBuffer& b) noexcept { return a.mem_ == b.mem_; }
+
+ private:
+  friend class DeviceBuffer<T>;
+  explicit SharedBuffer(std::shared_ptr<const detail::DeviceMemory> m) noexcept : mem_(std::move(m)) {}
+  const detail::DeviceMemory& memory() const noexcept {
+    static const detail::DeviceMemory empty;
+    return mem_ ? *mem_ : empty;
+  }
+
+  std::shared_ptr<const detail::DeviceMemory> mem_;
+};
+
+/// An owned page-locked host allocation of `size()` elements of `T` (`cuMemAllocHost` through
+/// `Context::alloc_pinned<T>(n)`; `cuMemFreeHost`, context pushed, when dropped). The host can read
+/// and write it directly (`span()`); asynchronous copies from and to it overlap with device work.
+/// The contents start indeterminate. Move-only; a moved-from or default-constructed buffer is
+/// empty. `std::move(b).share()` turns it into a SharedPinnedBuffer. Thread safety: as
+/// DeviceBuffer; the destructor may run on any thread and never throws.
+template <class T>
+class PinnedBuffer {
+  static_assert(std::is_trivially_copyable_v<T>,
+                "PinnedBuffer<T> needs a trivially copyable T: pinned memory is handed out raw and copied byte by "
+                "byte, so T's constructors and destructor would never run");
+
+ public:
+  using value_type = T;
+
+  /// An empty buffer.
+  PinnedBuffer() noexcept = default;
+
+  /// Takes ownership of `n` elements at `p`, allocated with `cuMemAllocHost` in `ctx` (they will
+  /// be freed with `cuMemFreeHost`). Never calls the driver.
+  static PinnedBuffer from_native_handle(const Context& ctx, T* p, std::size_t n) noexcept {
+    return PinnedBuffer(detail::HostMemory(ctx, static_cast<void*>(p), n * sizeof(T)));
+  }
+
+  /// The first element (null when empty).
+  T* data() noexcept { return static_cast<T*>(mem_.data()); }
+  /// The first element, read-only.
+  const T* data() const noexcept { return static_cast<const T*>(mem_.data()); }
+  /// The number of elements (0 when empty).
+  std::size_t size() const noexcept { return mem_.bytes() / sizeof(T); }
+  /// The number of bytes (0 when empty).
+  std::size_t bytes() const noexcept { return mem_.bytes(); }
+  /// The elements.
+  std::span<T> span() noexcept { return {data(), size()}; }
+  /// The elements, read-only.
+  std::span<const T> span() const noexcept { return {data(), size()}; }
+  /// The context the memory belongs to. Throws UsageError when empty.
+  Context context() const { return mem_.context("PinnedBuffer"); }
+
+  /// Turns the buffer into shared ownership of the same allocation; this buffer is left empty.
+  /// Throws std::bad_alloc (the buffer is then unchanged).
+  SharedPinnedBuffer<T> share() &&;
+
+  /// Gives up ownership: returns the memory (the caller must free it) and leaves the buffer empty.
+  T* release() noexcept { return static_cast<T*>(mem_.release()); }
+  /// Frees the memory now (under the release rule) and leaves the buffer empty.
+  void reset() noexcept { mem_.reset(); }
+  /// Exchanges the allocations of two buffers.
+  void swap(PinnedBuffer& other) noexcept { mem_.swap(other.mem_); }
+  /// Whether an allocation is owned.
+  explicit operator bool() const noexcept { return static_cast<bool>(mem_); }
+
+ private:
+  friend class Context;
+  explicit PinnedBuffer(detail::HostMemory m) noexcept : mem_(std::move(m)) {}
+
+  detail::HostMemory mem_;
+};
+
+/// Shared ownership of one page-locked host allocation of `T` (from
+/// `std::move(pinned_buffer).share()`): freed (`cuMemFreeHost`, context pushed) when the last copy
+/// goes. A handle with pointer semantics: const members give mutable access to the elements. A
+/// moved-from or default-constructed one is empty. Thread safety: as SharedBuffer.
+template <class T>
+class SharedPinnedBuffer {
+ public:
+  using value_type = T;
+
+  /// An empty shared buffer.
+  SharedPinnedBuffer() noexcept = default;
+
+  /// The first element (null when empty).
+  T* data() const noexcept { return mem_ ? static_cast<T*>(mem_->data()) : nullptr; }
+  /// The number of elements (0 when empty).
+  std::size_t size() const noexcept { return bytes() / sizeof(T); }
+  /// The number of bytes (0 when empty).
+  std::size_t bytes() const noexcept { return mem_ ? mem_->bytes() : 0; }
+  /// The elements.
+  std::span<T> span() const noexcept { return {data(), size()}; }
+  /// The context the memory belongs to. Throws UsageError when empty.
+  Context context() const {
+    if (!mem_) detail::throw_empty("SharedPinnedBuffer");
+    return mem_->context("SharedPinnedBuffer");
+  }
+
+  /// The number of SharedPinnedBuffers sharing the allocation (0 when empty).
+  long use_count() const noexcept { return mem_.use_count(); }
+  /// Whether an allocation is shared.
+  explicit operator bool() const noexcept { return mem_ != nullptr; }
+  /// Whether both share the same allocation.
+  friend bool operator==(const SharedPinnedBuffer& a, const SharedPinnedBuffer& b) noexcept { return a.mem_ == b.mem_; }
+
+ private:
+  friend class PinnedBuffer<T>;
+  explicit SharedPinnedBuffer(std::shared_ptr<const detail::HostMemory> m) noexcept : mem_(std::move(m)) {}
+
+  std::shared_ptr<const detail::HostMemory> mem_;
+};
+
+}  // namespace tether
+
+// Why outside the export block: out-of-line definitions of members the classes already export.
+namespace tether {
+
+template <class T>
+SharedBuffer<T> DeviceBuffer<T>::share() && {
+  return SharedBuffer<T>(std::make_shared<const detail::DeviceMemory>(std::move(mem_)));
+}
+
+template <class T>
+SharedPinnedBuffer<T> PinnedBuffer<T>::share() && {
+  return SharedPinnedBuffer<T>(std::make_shared<const detail::HostMemory>(std::move(mem_)));
+}
+
+template <class T>
+DeviceBuffer<T> Context::alloc(std::size_t n) const {
+  return DeviceBuffer<T>(detail::DeviceMemory(*this, n, sizeof(T), detail::type_name<T>()));
+}
+
+template <class T>
+PinnedBuffer<T> Context::alloc_pinned(std::size_t n) const {
+  return PinnedBuffer<T>(detail::HostMemory(*this, n, sizeof(T), detail::type_name<T>()));
+}
+
+}  // namespace tether

@@ -1,0 +1,219 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 The tether authors
+//
+// Contexts, and the two mechanisms every resource deleter shares: running a driver call with the
+// owning context pushed (ScopedContext), and the release rule (release here, or defer to the
+// reclaimer where the thread may not call CUDA). ARCHITECTURE.md §5 and §9.
+#pragma once
+
+#include "../config.hpp"
+#include "../prelude.hpp"
+#include "../driver/error.hpp"
+#include "../driver/table.hpp"
+#include "../runtime/runtime.hpp"
+#include "unique_handle.hpp"
+
+TETHER_EXPORT namespace tether {
+class Context;
+class Stream;
+class Event;
+class Image;
+class Module;
+template <class T>
+class DeviceBuffer;
+template <class T>
+class PinnedBuffer;
+}  // namespace tether
+
+namespace tether::detail {
+
+// The shared state behind every copy of a Context, and behind every resource made in it: resources
+// hold it so that the primary context stays retained until the last of them has been released
+// (the driver resets a primary context, destroying everything in it, when its count reaches 0).
+struct ContextState {
+  ContextState(Runtime rt, CUdevice dev) noexcept : runtime(rt), table(&table_of(rt)), device(dev) {}
+  ContextState(const ContextState&) = delete;
+  ContextState& operator=(const ContextState&) = delete;
+  ~ContextState();  // cuDevicePrimaryCtxRelease, under the release rule
+
+  Runtime runtime;
+  const DriverTable* table;
+  CUdevice device;
+  CUcontext context = nullptr;  // set once retained; null means nothing to release
+};
+
+using ContextPtr = std::shared_ptr<const ContextState>;
+
+const ContextPtr& state_of(const Context& ctx) noexcept;
+Context context_from(ContextPtr state) noexcept;
+
+/// Pushes `ctx` onto the calling thread's context stack (cuCtxPushCurrent) for the lifetime of
+/// the object, and pops it again (cuCtxPopCurrent), which restores whatever the caller had
+/// current, including no context. Throws DriverError if the push fails; a failed pop is reported
+/// through the error hook. Not movable: the pop must happen on the pushing thread.
+class ScopedContext {
+ public:
+  ScopedContext(const DriverTable& table, CUcontext ctx);
+  explicit ScopedContext(const ContextState& state) : ScopedContext(*state.table, state.context) {}
+  ~ScopedContext();
+  ScopedContext(const ScopedContext&) = delete;
+  ScopedContext& operator=(const ScopedContext&) = delete;
+
+ private:
+  const DriverTable* table_;
+};
+
+// ------------------------------------------------------------------------------ the release rule
+//
+// Every deleter that calls the driver goes through release_with (and the primary context's own
+// release through the same code in context.cpp):
+// - where CUDA calls are forbidden (detail::ForbidCuda: host callbacks, user-object destructors),
+//   or when the driver answers CUDA_ERROR_NOT_PERMITTED, the release is handed to the reclaimer
+//   (capturing the table, the context and the handle by value, and the context's state so that
+//   the primary context outlives the deferred release);
+// - otherwise the call runs here with the owning context pushed, and any failure is reported
+//   through the error hook (destructors never throw).
+
+// A release entry point, type-erased so that the rule is compiled once: the handle travels as
+// its bits (every driver handle is a pointer or a CUdeviceptr).
+using ReleaseCall = CUresult (*)(const DriverTable&, std::uintptr_t handle);
+
+template <class H>
+std::uintptr_t handle_bits(H h) noexcept {
+  if constexpr (std::is_pointer_v<H>)
+    return reinterpret_cast<std::uintptr_t>(h);
+  else
+    return static_cast<std::uintptr_t>(h);
+}
+
+template <class H>
+H handle_from_bits(std::uintptr_t bits) noexcept {
+  if constexpr (std::is_pointer_v<H>)
+    return reinterpret_cast<H>(bits);
+  else
+    return static_cast<H>(bits);
+}
+
+template <Entry E, class H>
+CUresult release_call(const DriverTable& t, std::uintptr_t bits) {
+  return raw<E>(t, handle_from_bits<H>(bits));
+}
+
+/// Releases `bits` with `call` (entry `entry`) with `owner`'s context pushed, under the release
+/// rule. `what` says what is being released ("destroying a stream") and must be a literal.
+void release_owned(const ContextPtr& owner, Entry entry, ReleaseCall call, std::uintptr_t bits,
+                   const char* what) noexcept;
+
+/// Releases handle `h` with driver entry `E` under the release rule (see above).
+template <Entry E, class H>
+void release_with(const ContextPtr& owner, H h, const char* what) noexcept {
+  release_owned(owner, E, &release_call<E, H>, handle_bits(h), what);
+}
+
+/// Throws UsageError saying that `what` was used while empty (moved from or default-constructed).
+[[noreturn]] void throw_empty(std::string_view what);
+
+}  // namespace tether::detail
+
+TETHER_EXPORT namespace tether {
+
+/// Flags of a stream made by `Context::make_stream` (`cuStreamCreate`'s `CU_STREAM_*`).
+enum class StreamFlags : unsigned {
+  default_ = CU_STREAM_DEFAULT,           ///< synchronizes with the legacy default stream
+  non_blocking = CU_STREAM_NON_BLOCKING,  ///< does not synchronize with the legacy default stream
+};
+
+/// Flags of an event made by `Context::make_event` (`cuEventCreate`'s `CU_EVENT_*`); combine
+/// them with `|`.
+enum class EventFlags : unsigned {
+  default_ = CU_EVENT_DEFAULT,                ///< timing enabled, `synchronize` spins
+  blocking_sync = CU_EVENT_BLOCKING_SYNC,     ///< `synchronize` blocks the thread instead of spinning
+  disable_timing = CU_EVENT_DISABLE_TIMING,   ///< no timestamps (cheaper; `elapsed_ms` refuses it)
+};
+
+/// Combines event flags.
+constexpr EventFlags operator|(EventFlags a, EventFlags b) noexcept {
+  return static_cast<EventFlags>(static_cast<unsigned>(a) | static_cast<unsigned>(b));
+}
+/// Intersects event flags.
+constexpr EventFlags operator&(EventFlags a, EventFlags b) noexcept {
+  return static_cast<EventFlags>(static_cast<unsigned>(a) & static_cast<unsigned>(b));
+}
+
+/// A shared reference to the primary context of one device, and the factory of everything that
+/// lives in it: streams, events, modules and device or pinned buffers.
+///
+/// The first Context of a device retains its primary context (`cuDevicePrimaryCtxRetain`); the
+/// context is released (`cuDevicePrimaryCtxRelease`) when the last Context copy *and* the last
+/// resource made through it are gone, so a resource never outlives its context. Every member
+/// that calls the driver runs with this context pushed on the calling thread and restores the
+/// caller's context afterwards: users never call `cuCtxSetCurrent`. Copying (and moving) shares
+/// the reference; a Context is never empty. Equality compares the underlying `CUcontext`.
+/// Thread safety: all members are safe to call concurrently on the same or different copies.
+class Context {
+ public:
+  /// The primary context of device `ordinal` of `rt` (`cuDeviceGet`, `cuDevicePrimaryCtxRetain`).
+  /// Throws UsageError if `ordinal` is not in [0, rt.device_count()), DriverError if the driver
+  /// refuses. Same as `rt.context(ordinal)`.
+  static Context primary(const Runtime& rt, int ordinal);
+
+  Context(const Context&) noexcept = default;
+  Context& operator=(const Context&) noexcept = default;
+  ~Context() = default;
+
+  /// The device (`CUdevice`) whose primary context this is.
+  CUdevice device() const noexcept;
+  /// The driver handle. It stays valid while this Context (or a resource made in it) lives.
+  CUcontext get() const noexcept;
+  /// The runtime (driver) the context belongs to.
+  Runtime runtime() const noexcept;
+
+  /// Makes this context current on the calling thread (`cuCtxSetCurrent`), for raw driver calls
+  /// made outside tether; tether's own calls never need it. Throws DriverError.
+  void make_current() const;
+
+  /// Waits until all work in this context has finished (`cuCtxSynchronize`, context pushed).
+  /// Throws DriverError, which may report an error of earlier asynchronous work.
+  void synchronize() const;
+
+  /// Creates a stream in this context (`cuStreamCreate`, context pushed). Throws DriverError.
+  Stream make_stream(StreamFlags flags = StreamFlags::non_blocking) const;
+
+  /// Creates an event in this context (`cuEventCreate`, context pushed). Throws DriverError.
+  Event make_event(EventFlags flags = EventFlags::default_) const;
+
+  /// Loads a module image (fatbin, cubin or PTX) into this context (`cuModuleLoadData`, context
+  /// pushed; PTX is JIT-compiled by the driver). Throws DriverError (for example
+  /// CUDA_ERROR_INVALID_PTX or CUDA_ERROR_NO_BINARY_FOR_GPU).
+  Module load_module(const Image& image) const;
+
+  /// Allocates `n` elements of `T` of device memory (`cuMemAlloc`, context pushed), uninitialised.
+  /// Throws UsageError for `n == 0` or a size that overflows, DriverError if the driver refuses
+  /// (CUDA_ERROR_OUT_OF_MEMORY). Defined in buffer.hpp.
+  template <class T>
+  DeviceBuffer<T> alloc(std::size_t n) const;
+
+  /// Allocates `n` elements of `T` of page-locked host memory (`cuMemAllocHost`, context
+  /// pushed), uninitialised. Throws like `alloc`. Defined in buffer.hpp.
+  template <class T>
+  PinnedBuffer<T> alloc_pinned(std::size_t n) const;
+
+  /// Whether both refer to the same context of the same driver.
+  friend bool operator==(const Context& a, const Context& b) noexcept {
+    return a.state_->table == b.state_->table && a.state_->context == b.state_->context;
+  }
+
+ private:
+  explicit Context(detail::ContextPtr state) noexcept : state_(std::move(state)) {}
+  friend const detail::ContextPtr& detail::state_of(const Context& ctx) noexcept;
+  friend Context detail::context_from(detail::ContextPtr state) noexcept;
+
+  detail::ContextPtr state_;
+};
+
+}  // namespace tether
+
+namespace tether::detail {
+inline const ContextPtr& state_of(const Context& ctx) noexcept { return ctx.state_; }
+inline Context context_from(ContextPtr state) noexcept { return Context(std::move(state)); }
+}  // namespace tether::detail

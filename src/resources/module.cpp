@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 The tether authors
+#include "module.hpp"
+
+#include <cerrno>
+#include <fstream>
+#include <iterator>
+
+namespace tether {
+
+namespace detail {
+void UnloadModule::operator()(CUmodule m) const noexcept {
+  release_with<Entry::cuModuleUnload>(owner, m, "unloading a module");
+}
+}  // namespace detail
+
+namespace {
+
+// Why one extra NUL after the image: PTX handed to cuModuleLoadData must be NUL-terminated, and a
+// binary image does not mind the byte after its end.
+std::shared_ptr<const std::vector<std::byte>> terminated(const std::byte* p, std::size_t n) {
+  auto v = std::make_shared<std::vector<std::byte>>();
+  v->reserve(n + 1);
+  v->assign(p, p + n);
+  v->push_back(std::byte{0});
+  return v;
+}
+
+}  // namespace
+
+Image Image::from_file(std::string_view path) {
+  std::string p(path);
+  std::ifstream in(p, std::ios::binary);
+  if (!in) {
+    int err = errno;
+    throw UsageError(
+        fmt::format("Image::from_file: cannot open '{}': {}", p, err ? std::strerror(err) : "unknown error"));
+  }
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw UsageError(fmt::format("Image::from_file: cannot read '{}'", p));
+  if (bytes.empty()) throw UsageError(fmt::format("Image::from_file: '{}' is empty", p));
+  std::size_t n = bytes.size();
+  return Image(terminated(reinterpret_cast<const std::byte*>(bytes.data()), n), n);
+}
+
+Image Image::from_bytes(std::span<const std::byte> bytes) {
+  if (bytes.empty()) throw UsageError("Image::from_bytes: the image is empty");
+  return Image(terminated(bytes.data(), bytes.size()), bytes.size());
+}
+
+Image Image::from_ptx(std::string_view ptx) {
+  if (!ptx.empty() && ptx.back() == '\0') ptx.remove_suffix(1);
+  if (ptx.empty()) throw UsageError("Image::from_ptx: the PTX text is empty");
+  return Image(terminated(reinterpret_cast<const std::byte*>(ptx.data()), ptx.size()), ptx.size() + 1);
+}
+
+Context Module::context() const noexcept { return detail::context_from(handle_->deleter().owner); }
+
+CUfunction Module::function(std::string_view name) const {
+  const detail::ContextState& s = *handle_->deleter().owner;
+  std::string n(name);  // the driver wants a NUL-terminated name
+  detail::ScopedContext scope(s);
+  CUfunction f = nullptr;
+  detail::call<detail::Entry::cuModuleGetFunction>(
+      *s.table, [&] { return fmt::format("getting kernel '{}' from a module", n); }, &f, get(), n.c_str());
+  return f;
+}
+
+std::shared_ptr<const detail::KernelInfo> Module::kernel_info(std::string_view name) const {
+  CUfunction f = function(name);
+  return std::make_shared<const detail::KernelInfo>(detail::KernelInfo{*this, f, std::string(name)});
+}
+
+}  // namespace tether

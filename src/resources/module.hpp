@@ -1,0 +1,167 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 The tether authors
+#pragma once
+
+#include "../config.hpp"
+#include "../prelude.hpp"
+#include "context.hpp"
+#include "unique_handle.hpp"
+
+namespace tether::detail {
+
+// cuModuleUnload with the module's context pushed, under the release rule.
+struct UnloadModule {
+  ContextPtr owner;
+  void operator()(CUmodule m) const noexcept;
+};
+
+using ModuleHandle = UniqueHandle<CUmodule, UnloadModule>;
+
+struct KernelInfo;
+
+}  // namespace tether::detail
+
+TETHER_EXPORT namespace tether {
+
+template <class... Args>
+class Kernel;
+
+/// The bytes of a module image: a fatbin, a cubin or PTX text, as `cuModuleLoadData` takes it.
+/// The storage is shared and immutable, so copies are cheap; an Image is never empty. The bytes
+/// are always followed by a NUL that `size()` does not count (PTX must be NUL-terminated).
+/// Thread safety: immutable; safe to share between threads.
+class Image {
+ public:
+  /// Reads a whole file. Throws UsageError naming `path` if it cannot be opened or read, or is
+  /// empty.
+  static Image from_file(std::string_view path);
+
+  /// Copies `bytes` (a fatbin or cubin held in memory). Throws UsageError if `bytes` is empty.
+  static Image from_bytes(std::span<const std::byte> bytes);
+
+  /// Copies PTX text and keeps a trailing NUL, which `size()` counts (the driver's convention
+  /// for PTX images). Throws UsageError if `ptx` is empty.
+  static Image from_ptx(std::string_view ptx);
+
+  Image(const Image&) noexcept = default;
+  Image& operator=(const Image&) noexcept = default;
+  ~Image() = default;
+
+  /// The first byte of the image.
+  const std::byte* data() const noexcept { return bytes_->data(); }
+  /// The number of bytes of the image (for PTX, including its terminating NUL).
+  std::size_t size() const noexcept { return size_; }
+
+ private:
+  Image(std::shared_ptr<const std::vector<std::byte>> bytes, std::size_t size) noexcept
+      : bytes_(std::move(bytes)), size_(size) {}
+
+  std::shared_ptr<const std::vector<std::byte>> bytes_;
+  std::size_t size_;
+};
+
+/// A shared reference to a loaded module (`cuModuleLoadData` through `Context::load_module`;
+/// `cuModuleUnload`, with its context pushed, when the last copy goes). Shared because kernels
+/// and graph kernel nodes keep their module loaded. Copying (and moving) shares the module; a
+/// Module is never empty. The module keeps its context alive.
+/// Thread safety: all members are safe to call concurrently; the last copy may be dropped on any
+/// thread (the release rule of ARCHITECTURE.md §9), and never throws.
+class Module {
+ public:
+  Module(const Module&) noexcept = default;
+  Module& operator=(const Module&) noexcept = default;
+  ~Module() = default;
+
+  /// The driver handle, valid while any copy (or a Kernel of it) lives.
+  CUmodule get() const noexcept { return handle_->get(); }
+
+  /// The context the module was loaded into.
+  Context context() const noexcept;
+
+  /// The function named `name` (`cuModuleGetFunction`, context pushed). The handle is valid only
+  /// while the module stays loaded: prefer `kernel`, which keeps it loaded. Throws DriverError
+  /// naming the kernel in its context ("getting kernel 'scale' from a module"), for example
+  /// CUDA_ERROR_NOT_FOUND.
+  CUfunction function(std::string_view name) const;
+
+  /// The kernel `name`, typed by its parameter list `Args...` as declared in the device code
+  /// (the types are not checked against the image: the driver does not expose them). The
+  /// kernel keeps this module loaded. Throws like `function`.
+  template <class... Args>
+  Kernel<Args...> kernel(std::string_view name) const;
+
+  /// Whether both share the same loaded module.
+  friend bool operator==(const Module& a, const Module& b) noexcept { return a.handle_ == b.handle_; }
+
+ private:
+  friend class Context;
+  explicit Module(std::shared_ptr<const detail::ModuleHandle> h) noexcept : handle_(std::move(h)) {}
+  std::shared_ptr<const detail::KernelInfo> kernel_info(std::string_view name) const;
+
+  std::shared_ptr<const detail::ModuleHandle> handle_;
+};
+
+}  // namespace tether
+
+namespace tether::detail {
+
+// One immutable record shared by every copy of a Kernel: one reference count per copy, and the
+// module reference that keeps the function's code loaded.
+struct KernelInfo {
+  Module module;
+  CUfunction function;
+  std::string name;
+};
+
+}  // namespace tether::detail
+
+TETHER_EXPORT namespace tether {
+
+/// A kernel of a loaded module, typed by its parameter list: `Kernel<float*, float, int>` is a
+/// kernel declared `__global__ void k(float*, float, int)`. Graph builders check launch arguments
+/// against `Args...` at compile time. Copyable (copies share one record); a Kernel keeps its
+/// Module, hence the kernel's code, loaded for as long as any copy lives. Made by
+/// `Module::kernel<Args...>(name)`. Thread safety: immutable; safe to share between threads.
+template <class... Args>
+class Kernel {
+  static_assert((!std::is_reference_v<Args> && ...),
+                "Kernel<Args...>: kernel parameters are passed by value; a reference type cannot be one");
+  static_assert((std::is_trivially_copyable_v<Args> && ...),
+                "Kernel<Args...>: every kernel parameter type must be trivially copyable, because the driver copies "
+                "parameter values byte by byte");
+
+ public:
+  /// The number of parameters.
+  static constexpr std::size_t arity = sizeof...(Args);
+  /// The parameter list as a tuple type.
+  using params = std::tuple<Args...>;
+
+  /// The driver handle of the function, valid while any copy of this Kernel lives.
+  CUfunction function() const noexcept { return info_->function; }
+  /// The kernel's name as looked up in the module.
+  std::string_view name() const noexcept { return info_->name; }
+  /// The module the kernel belongs to.
+  const Module& module() const noexcept { return info_->module; }
+
+  /// Whether both name the same function.
+  friend bool operator==(const Kernel& a, const Kernel& b) noexcept { return a.function() == b.function(); }
+
+ private:
+  friend class Module;
+  explicit Kernel(std::shared_ptr<const detail::KernelInfo> info) noexcept : info_(std::move(info)) {}
+
+  std::shared_ptr<const detail::KernelInfo> info_;
+};
+
+}  // namespace tether
+
+// Why outside the export block: an out-of-line member definition is a redeclaration of an entity
+// the class already exports, and cannot itself be exported.
+namespace tether {
+
+template <class... Args>
+Kernel<Args...> Module::kernel(std::string_view name) const {
+  return Kernel<Args...>(kernel_info(name));
+}
+
+}  // namespace tether
