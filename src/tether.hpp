@@ -26,3 +26,4 @@
 #include "graph/node.hpp"
 #include "graph/args.hpp"
 #include "graph/graph.hpp"
+#include "exec/exec.hpp"

@@ -24,6 +24,8 @@ TETHER_EXPORT namespace tether {
 class Graph;
 class GraphRef;
 class BodyRef;
+class GraphExec;
+struct InstantiateOptions;
 template <bool InBody>
 class BasicEdit;
 template <bool InBody>
@@ -214,6 +216,42 @@ struct KernelArgsCheck<std::tuple<P...>, A...> {
                 "take buffers of a matching element type; value parameters take values convertible to them)");
   static constexpr bool ok = true;
 };
+
+template <class Dst, class T>
+CUDA_MEMSET_NODE_PARAMS memset_params_of(Dst& dst, const T& value) {
+  CUDA_MEMSET_NODE_PARAMS p{};
+  p.dst = static_cast<CUdeviceptr>(detail::endpoint_address(dst));
+  p.value = detail::memset_bits(value);
+  p.elementSize = sizeof(T);
+  p.width = detail::endpoint_count(dst) * sizeof(detail::EndpointElem<Dst>) / sizeof(T);
+  p.height = 1;
+  if (p.width == 0) throw UsageError("memset: the destination is empty or its element count is unknown");
+  return p;
+}
+
+template <class Dst, class Src>
+CUDA_MEMCPY3D memcpy_params_of(Dst& dst, Src& src, std::size_t count) {
+  std::size_t bytes = (count ? count : detail::endpoint_count(src)) * sizeof(detail::EndpointElem<Src>);
+  if (bytes == 0) throw UsageError("memcpy: nothing to copy (the source's element count is unknown; pass a count)");
+  std::size_t cap = detail::endpoint_count(dst) * sizeof(detail::EndpointElem<Dst>);
+  if (cap && cap < bytes) throw UsageError("memcpy: the destination is smaller than what is copied");
+  CUDA_MEMCPY3D c{};
+  c.srcMemoryType = detail::endpoint_type<Src&>();
+  c.dstMemoryType = detail::endpoint_type<Dst&>();
+  std::uintptr_t sa = detail::endpoint_address(src), da = detail::endpoint_address(dst);
+  if (c.srcMemoryType == CU_MEMORYTYPE_HOST)
+    c.srcHost = reinterpret_cast<const void*>(sa);
+  else
+    c.srcDevice = static_cast<CUdeviceptr>(sa);
+  if (c.dstMemoryType == CU_MEMORYTYPE_HOST)
+    c.dstHost = reinterpret_cast<void*>(da);
+  else
+    c.dstDevice = static_cast<CUdeviceptr>(da);
+  c.WidthInBytes = bytes;
+  c.Height = 1;
+  c.Depth = 1;
+  return c;
+}
 
 template <class K, class T>
 auto make_kernel_params(const K& k, Grid g, Block b, T& ptrs) {
@@ -415,39 +453,12 @@ class Builder {
   }
 
   template <class Dst, class T>
-  CUDA_MEMSET_NODE_PARAMS memset_params(Dst& dst, const T& value) {
-    CUDA_MEMSET_NODE_PARAMS p{};
-    p.dst = static_cast<CUdeviceptr>(detail::endpoint_address(dst));
-    p.value = detail::memset_bits(value);
-    p.elementSize = sizeof(T);
-    p.width = detail::endpoint_count(dst) * sizeof(detail::EndpointElem<Dst>) / sizeof(T);
-    p.height = 1;
-    if (p.width == 0) throw UsageError("memset: the destination is empty or its element count is unknown");
-    return p;
+  static CUDA_MEMSET_NODE_PARAMS memset_params(Dst& dst, const T& value) {
+    return detail::memset_params_of(dst, value);
   }
-
   template <class Dst, class Src>
-  CUDA_MEMCPY3D memcpy_params(Dst& dst, Src& src, std::size_t count) {
-    std::size_t bytes = (count ? count : detail::endpoint_count(src)) * sizeof(detail::EndpointElem<Src>);
-    if (bytes == 0) throw UsageError("memcpy: nothing to copy (the source's element count is unknown; pass a count)");
-    std::size_t cap = detail::endpoint_count(dst) * sizeof(detail::EndpointElem<Dst>);
-    if (cap && cap < bytes) throw UsageError("memcpy: the destination is smaller than what is copied");
-    CUDA_MEMCPY3D c{};
-    c.srcMemoryType = detail::endpoint_type<Src&>();
-    c.dstMemoryType = detail::endpoint_type<Dst&>();
-    std::uintptr_t sa = detail::endpoint_address(src), da = detail::endpoint_address(dst);
-    if (c.srcMemoryType == CU_MEMORYTYPE_HOST)
-      c.srcHost = reinterpret_cast<const void*>(sa);
-    else
-      c.srcDevice = static_cast<CUdeviceptr>(sa);
-    if (c.dstMemoryType == CU_MEMORYTYPE_HOST)
-      c.dstHost = reinterpret_cast<void*>(da);
-    else
-      c.dstDevice = static_cast<CUdeviceptr>(da);
-    c.WidthInBytes = bytes;
-    c.Height = 1;
-    c.Depth = 1;
-    return c;
+  static CUDA_MEMCPY3D memcpy_params(Dst& dst, Src& src, std::size_t count) {
+    return detail::memcpy_params_of(dst, src, count);
   }
 
   template <class K>
@@ -649,6 +660,12 @@ class Graph {
   Node<K> find(const Node<K>& node) const {
     return detail::NodeAccess::make<K>(find_ref(detail::NodeAccess::ref(node)), detail::NodeAccess::extra(node));
   }
+
+  /// An executable graph made from this graph's current versions (cuGraphInstantiateWithFlags,
+  /// with the executable's owner accumulator retained on this graph for the call). Defined in
+  /// src/exec/. Throws DriverError, or UsageError if this thread has an edit of the graph open.
+  GraphExec instantiate(const InstantiateOptions& options) const;
+  GraphExec instantiate() const;
 
   /// A view of this graph (shares ownership).
   GraphRef ref() const;

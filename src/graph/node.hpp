@@ -12,7 +12,9 @@ TETHER_EXPORT namespace tether {
 /// Node kinds: tags that type `Node<Kind>` handles, one per `CUgraphNodeType` tether builds.
 struct AnyKind {};                 ///< a node of any kind (`Node<>`)
 template <class... Args>
-struct KernelNode {};              ///< CU_GRAPH_NODE_TYPE_KERNEL, launching a `Kernel<Args...>`
+struct KernelNode {                ///< CU_GRAPH_NODE_TYPE_KERNEL, launching a `Kernel<Args...>`
+  using kernel_tag = void;
+};
 struct MemcpyNode {};              ///< CU_GRAPH_NODE_TYPE_MEMCPY
 struct MemsetNode {};              ///< CU_GRAPH_NODE_TYPE_MEMSET
 struct HostNode {};                ///< CU_GRAPH_NODE_TYPE_HOST

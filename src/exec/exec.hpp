@@ -1,0 +1,230 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 The tether authors
+//
+// Executable graphs (docs/design/attachments.md, "Executables" and "Bounded reclamation").
+#pragma once
+
+#include "../config.hpp"
+#include "../prelude.hpp"
+#include "../graph/graph.hpp"
+#include "../resources/stream.hpp"
+
+namespace tether::detail {
+
+/// Owners of per-node executable updates. Shared by the GraphExec, its accumulator (which CUDA
+/// keeps for every in-flight launch) and pending reclamation markers; released on the reclaimer.
+struct ExecOwners {
+  struct Retired {
+    std::uint64_t after_launches;  // launches 1..after_launches may still use these
+    Owners owners;
+  };
+  std::mutex mu;
+  std::unordered_map<const NodeRecord*, Owners> current;  // the executable's own version per node
+  std::deque<Retired> retired;                             // superseded, waiting for launches to end
+};
+
+/// Releases retired owners that only launches up to `completed` could have used, here.
+void release_retired(const std::shared_ptr<ExecOwners>& owners, std::uint64_t completed) noexcept;
+/// The same, later, on the reclaimer.
+void release_retired_later(const std::shared_ptr<ExecOwners>& owners, std::uint64_t completed) noexcept;
+
+struct ExecState;
+
+}  // namespace tether::detail
+
+TETHER_EXPORT namespace tether {
+
+/// Options of `Graph::instantiate` (cuGraphInstantiateWithFlags flags).
+struct InstantiateOptions {
+  bool auto_free_on_launch = false;  ///< CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH
+  bool device_launch = false;        ///< CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH
+  bool use_node_priority = false;    ///< CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY
+  const Stream* upload = nullptr;    ///< upload on this stream right after instantiating (cuGraphUpload)
+};
+
+/// The outcome of a whole-graph update (`GraphExec::update(graph)`): success, or the driver's
+/// reason and the offending node of the source graph (where the driver names one).
+struct UpdateResult {
+  enum class Reason {
+    success,                     ///< CU_GRAPH_EXEC_UPDATE_SUCCESS
+    error,                       ///< CU_GRAPH_EXEC_UPDATE_ERROR (unspecified)
+    topology_changed,            ///< node count or edges differ
+    node_type_changed,           ///< a node's type differs
+    function_changed,            ///< a kernel's function changed in an unsupported way
+    parameters_changed,          ///< parameters changed in an unsupported way
+    not_supported,               ///< something about the node is not supported
+    unsupported_function_change, ///< the function change is not supported
+    attributes_changed,          ///< node attributes changed
+  };
+  Reason reason = Reason::success;
+  Node<> node;  ///< the offending node of the source graph, if the driver named one
+  /// Whether the update succeeded.
+  explicit operator bool() const noexcept { return reason == Reason::success; }
+};
+
+/// "success", "topology_changed", ...
+std::string_view to_string(UpdateResult::Reason r) noexcept;
+
+/// An executable graph (CUgraphExec) made by `Graph::instantiate`. It keeps every owner its
+/// launches may use: the versions it was instantiated (or whole-updated) from, through CUDA's copy
+/// of their user-object references, and the versions of per-node updates, which are released as
+/// soon as no launch can still use them (bounded reclamation). Destroying it never waits for
+/// launches in flight: their owners stay alive until they complete. Move-only.
+///
+/// Thread safety: launches, updates and enable/disable of one executable are serialised by tether
+/// (the driver does not allow them concurrently on one executable); different executables are
+/// independent.
+class GraphExec {
+ public:
+  GraphExec(GraphExec&&) noexcept;
+  GraphExec& operator=(GraphExec&&) noexcept;
+  GraphExec(const GraphExec&) = delete;
+  GraphExec& operator=(const GraphExec&) = delete;
+  /// cuGraphExecDestroy (deferred to the reclaimer where CUDA calls are refused); never blocks on
+  /// launches in flight.
+  ~GraphExec();
+
+  /// Launches the executable on `stream` (cuGraphLaunch). Launches of one executable run one
+  /// after another, even on different streams. Throws DriverError.
+  void launch(const Stream& stream);
+  /// Uploads the executable to the device (cuGraphUpload). Throws DriverError.
+  void upload(const Stream& stream);
+
+  /// Whole-graph update from `graph` (cuGraphExecUpdate), which must have this executable's
+  /// topology. Returns the driver's verdict as a value: on failure the executable, its owners and
+  /// its per-node updates are unchanged and it still launches. On success the executable holds
+  /// `graph`'s versions; owners of earlier per-node updates are released once no launch uses them.
+  /// Throws DriverError for other failures, UsageError for an invalid graph.
+  UpdateResult update(const Graph& graph);
+
+  /// Per-node update of a kernel node (cuGraphExecKernelNodeSetParams), checked like
+  /// `Edit::launch`. Changes this executable only (not the graph). The new owners are kept until
+  /// superseded and no launch can use them. `node` must be a node of the graph this executable was
+  /// instantiated from. A rejected update throws DriverError and releases its owners; the
+  /// executable keeps running its previous version.
+  template <class... P, class... A>
+  void update(const Node<KernelNode<P...>>& node, Grid grid, Block block, A&&... args);
+  /// Per-node update of a memset node (cuGraphExecMemsetNodeSetParams).
+  template <class Dst, class T>
+  void update(const Node<MemsetNode>& node, Dst&& dst, const T& value);
+  /// Per-node update of a memcpy node (cuGraphExecMemcpyNodeSetParams).
+  template <class Dst, class Src>
+  void update(const Node<MemcpyNode>& node, Dst&& dst, Src&& src, std::size_t count = 0);
+  /// Per-node update of a host node (cuGraphExecHostNodeSetParams).
+  template <class F>
+  void update(const Node<HostNode>& node, F&& fn);
+  /// Per-node update of an event record / wait node (cuGraphExec{EventRecord,EventWait}NodeSetEvent).
+  void update(const Node<EventRecordNode>& node, const Event& event);
+  void update(const Node<EventWaitNode>& node, const Event& event);
+  /// Per-node update of a child graph node with a copy of `graph` (cuGraphExecChildGraphNodeSetParams,
+  /// same topology required): the executable drops the old child's references and takes `graph`'s.
+  void update(const Node<ChildNode>& node, const Graph& graph);
+
+  /// Enables or disables a kernel, memcpy or memset node in this executable (cuGraphNodeSetEnabled).
+  template <class K>
+    requires(std::is_same_v<K, MemcpyNode> || std::is_same_v<K, MemsetNode> || requires { typename K::kernel_tag; })
+  void enable(const Node<K>& node, bool on) {
+    set_enabled(detail::NodeAccess::ref(node), on);
+  }
+  /// Whether a kernel, memcpy or memset node is enabled (cuGraphNodeGetEnabled).
+  template <class K>
+    requires(std::is_same_v<K, MemcpyNode> || std::is_same_v<K, MemsetNode> || requires { typename K::kernel_tag; })
+  bool enabled(const Node<K>& node) const {
+    return get_enabled(detail::NodeAccess::ref(node));
+  }
+
+  /// Releases superseded per-node owners that no launch can use any more: at once if nothing was
+  /// launched since they were superseded, otherwise after the last launch, through a host function
+  /// on `stream`, which must be the stream of the last launch (UsageError otherwise).
+  void reclaim(const Stream& stream);
+
+  /// Bundles of per-node owners alive (current and superseded): for tests of bounded reclamation.
+  std::size_t live_node_versions() const noexcept;
+  /// The driver's handle.
+  CUgraphExec get() const noexcept;
+
+ private:
+  friend class Graph;
+  explicit GraphExec(std::shared_ptr<detail::ExecState> s) noexcept : s_(std::move(s)) {}
+  detail::NodeRecord* check(const detail::NodeRef& n, const char* what) const;
+  void node_update(detail::NodeRecord* r, Owners&& owners, const std::function<CUresult()>& apply,
+                   detail::Entry entry, const char* what);
+  void set_enabled(const detail::NodeRef& n, bool on);
+  bool get_enabled(const detail::NodeRef& n) const;
+  const Context& context() const noexcept;
+  const detail::DriverTable& table() const noexcept;
+  CUgraphExec handle() const noexcept;
+
+  std::shared_ptr<detail::ExecState> s_;
+};
+
+// ---------------------------------------------------------------------------- templates
+
+template <class... P, class... A>
+void GraphExec::update(const Node<KernelNode<P...>>& node, Grid grid, Block block, A&&... args) {
+  static_assert(detail::KernelArgsCheck<std::tuple<P...>, A&&...>::ok);
+  detail::NodeRecord* rec = check(detail::NodeAccess::ref(node), "the kernel node to update");
+  const auto& kernel = detail::NodeAccess::extra(node).kernel;
+  if (!kernel) throw UsageError("GraphExec::update: this kernel node handle does not carry its kernel");
+  std::tuple<P...> values{detail::kernel_value<P>(args)...};
+  std::array<void*, sizeof...(P)> ptrs =
+      std::apply([](auto&... v) { return std::array<void*, sizeof...(P)>{&v...}; }, values);
+  CUDA_KERNEL_NODE_PARAMS p = detail::make_kernel_params(*kernel, grid, block, ptrs);
+  Owners owners = std::apply([&](auto&&... o) { return Owners{*kernel, std::move(o)...}; },
+                             std::tuple_cat(detail::kernel_owner<P>(std::forward<A>(args))...));
+  CUgraphNode n = rec->node;
+  node_update(
+      rec, std::move(owners),
+      [&] { return detail::raw<detail::Entry::cuGraphExecKernelNodeSetParams>(table(), handle(), n, &p); },
+      detail::Entry::cuGraphExecKernelNodeSetParams, "updating a kernel node of an executable graph");
+}
+
+template <class Dst, class T>
+void GraphExec::update(const Node<MemsetNode>& node, Dst&& dst, const T& value) {
+  static_assert(detail::Endpoint<Dst&&>::ok && !detail::Endpoint<Dst&&>::pinned,
+                "GraphExec::update(memset): the destination is a SharedBuffer<T>, a DeviceBuffer<T>&& or tether::unowned(p, count)");
+  detail::NodeRecord* rec = check(detail::NodeAccess::ref(node), "the memset node to update");
+  CUDA_MEMSET_NODE_PARAMS p = detail::memset_params_of(dst, value);
+  Owners owners = std::apply([](auto&&... o) { return Owners(std::move(o)...); },
+                             detail::endpoint_owner(std::forward<Dst>(dst)));
+  CUgraphNode n = rec->node;
+  CUcontext c = detail::context_handle(context());
+  node_update(
+      rec, std::move(owners),
+      [&] { return detail::raw<detail::Entry::cuGraphExecMemsetNodeSetParams>(table(), handle(), n, &p, c); },
+      detail::Entry::cuGraphExecMemsetNodeSetParams, "updating a memset node of an executable graph");
+}
+
+template <class Dst, class Src>
+void GraphExec::update(const Node<MemcpyNode>& node, Dst&& dst, Src&& src, std::size_t count) {
+  static_assert(detail::Endpoint<Dst&&>::ok && detail::Endpoint<Src&&>::ok,
+                "GraphExec::update(memcpy): each end is a shared or moved-in buffer, or tether::unowned(p, count)");
+  detail::NodeRecord* rec = check(detail::NodeAccess::ref(node), "the memcpy node to update");
+  CUDA_MEMCPY3D cp = detail::memcpy_params_of(dst, src, count);
+  Owners owners = std::apply([](auto&&... o) { return Owners(std::move(o)...); },
+                             std::tuple_cat(detail::endpoint_owner(std::forward<Dst>(dst)),
+                                            detail::endpoint_owner(std::forward<Src>(src))));
+  CUgraphNode n = rec->node;
+  CUcontext c = detail::context_handle(context());
+  node_update(
+      rec, std::move(owners),
+      [&] { return detail::raw<detail::Entry::cuGraphExecMemcpyNodeSetParams>(table(), handle(), n, &cp, c); },
+      detail::Entry::cuGraphExecMemcpyNodeSetParams, "updating a memcpy node of an executable graph");
+}
+
+template <class F>
+void GraphExec::update(const Node<HostNode>& node, F&& fn) {
+  static_assert(std::is_invocable_v<std::remove_cvref_t<F>&>,
+                "GraphExec::update(host): the callable must be invocable with no arguments");
+  detail::NodeRecord* rec = check(detail::NodeAccess::ref(node), "the host node to update");
+  Owners owners;
+  auto& stored = owners.adopt(std::forward<F>(fn));
+  CUDA_HOST_NODE_PARAMS p{&detail::host_trampoline<std::remove_cvref_t<F>>, static_cast<void*>(&stored)};
+  CUgraphNode n = rec->node;
+  node_update(
+      rec, std::move(owners),
+      [&] { return detail::raw<detail::Entry::cuGraphExecHostNodeSetParams>(table(), handle(), n, &p); },
+      detail::Entry::cuGraphExecHostNodeSetParams, "updating a host node of an executable graph");
+}
+
+}  // namespace tether
