@@ -10,6 +10,12 @@
 #include <system_error>
 #include <type_traits>
 
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+#include <vector>
+
 #include <fmt/format.h>
 
 import tether;
@@ -72,4 +78,84 @@ TEST_CASE("the module exports the runtime and driver kinds") {
   }
   static_assert(std::is_same_v<decltype(&tether::Runtime::cuda), tether::Runtime (*)()>);
   static_assert(std::is_same_v<decltype(&tether::Runtime::simulated), tether::Runtime (*)()>);
+}
+
+namespace {
+std::string beside_me(const char* file) {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  std::string exe(buf, n > 0 ? static_cast<std::size_t>(n) : 0);
+  return exe.substr(0, exe.rfind('/') + 1) + file;
+}
+}  // namespace
+
+TEST_CASE("the module exports resources, owners, the DSL, executables and the simulator API") {
+  using namespace tether;
+  sim::register_kernel<float*, float, int>("scale", [](const sim::LaunchInfo& l, float* x, float a, int n) {
+    for (std::size_t i = 0; i < l.threads() && i < static_cast<std::size_t>(n); ++i) x[i] *= a;
+  });
+  Runtime rt = Runtime::open();
+  Context ctx = rt.context(0);
+  CHECK(ctx.device() == 0);
+  Stream s = ctx.make_stream();
+  Event ev = ctx.make_event();
+  Module m = ctx.load_module(Image::from_file(beside_me("kernels.fatbin")));
+  Kernel<float*, float, int> scale = m.kernel<float*, float, int>("scale");
+  CHECK(scale.name() == "scale");
+  SharedBuffer<float> x = ctx.alloc<float>(4).share();
+  std::vector<float> ones(4, 1.0f);
+  x.copy_from(ones);
+  PinnedBuffer<float> pinned = ctx.alloc_pinned<float>(4);
+  SharedPinnedBuffer<float> host = std::move(pinned).share();
+  static_assert(Ownable<SharedBuffer<float>>);
+  Owners extra{ev, std::vector<int>(3)};
+  CHECK(extra.size() == 2);
+
+  Graph g{ctx};
+  Node<KernelNode<float*, float, int>> k;
+  g.edit([&](Edit& e) {
+    auto r = e.record(ev);
+    k = e.after(r).keeping(std::move(extra)).launch(scale, Grid{1}, Block{4}, x, 3.0f, 4);
+    auto w = e.after(k).wait(ev);
+    auto c = e.after(w).memcpy(host, x);
+    auto set = e.after(c).empty();
+    Condition cond = e.condition(0);
+    IfResult branch = e.after(set).if_(cond);
+    e.in(branch.then_).empty();
+    e.after(set).host([] {});
+  });
+  CHECK(k.valid());
+  CHECK(g.node_count() == 7);
+  Node<> any = k;
+  CHECK(any == k);
+  GraphExec exec = g.instantiate(InstantiateOptions{});
+  exec.launch(s);
+  s.synchronize();
+  CHECK(host.data()[0] == 3.0f);
+  exec.update(k, Grid{1}, Block{4}, unowned(x), 2.0f, 4);
+  exec.enable(k, false);
+  CHECK_FALSE(exec.enabled(k));
+  UpdateResult r = exec.update(g);
+  CHECK(static_cast<bool>(r));
+  CHECK(to_string(r.reason) == "success");
+  exec.reclaim(s);  // the per-node version superseded by the whole update goes once the launch is done
+  s.synchronize();
+  for (int i = 0; i < 5000 && exec.live_node_versions() != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  CHECK(exec.live_node_versions() == 0);
+  Graph small{ctx};
+  small.edit([&](Edit& e) { e.empty(); });
+  Graph embedding{ctx};
+  embedding.edit([&](Edit& e) {
+    EmbedResult er = e.embed(small);
+    CHECK(er.graph.node_count() == 1);
+  });
+  Graph copy = small.clone();
+  CHECK(copy.node_count() == 1);
+  reclaim();
+  CHECK(wait_reclaimed(std::chrono::seconds(5)));
+  if (rt.kind() == DriverKind::simulated) {
+    CHECK(sim::violations().empty());
+    CHECK(sim::stats().graphs >= 3);
+    CHECK(sim::to_string(sim::ViolationKind::use_after_free) == "use_after_free");
+  }
 }

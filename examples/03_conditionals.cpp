@@ -1,0 +1,53 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 The tether authors
+//
+// 03 — conditionals: a while node whose body scales a buffer until a kernel clears the condition.
+// Bodies are views (BodyRef) edited in the same transaction with e.in(body).
+#include <cstdio>
+#include <span>
+#include <string>
+#include <vector>
+
+import tether;
+
+int main(int, char** argv) try {
+  using tether::sim::LaunchInfo;
+  tether::sim::register_kernel<float*, float, int>("scale", [](const LaunchInfo&, float* x, float a, int n) {
+    for (int i = 0; i < n; ++i) x[i] *= a;
+  });
+  tether::sim::register_kernel<unsigned long long, int*>("countdown", [](const LaunchInfo&, unsigned long long h, int* c) {
+    tether::sim::set_conditional(h, --*c > 0 ? 1u : 0u);
+  });
+  tether::Runtime rt = tether::Runtime::open();
+  tether::Context ctx = rt.context(0);
+  tether::Stream stream = ctx.make_stream();
+  std::string dir = argv[0];
+  tether::Module mod = ctx.load_module(tether::Image::from_file(dir.substr(0, dir.rfind('/') + 1) + "kernels.fatbin"));
+  auto scale = mod.kernel<float*, float, int>("scale");
+  auto countdown = mod.kernel<unsigned long long, int*>("countdown");
+
+  tether::SharedBuffer<float> x = ctx.alloc<float>(1).share();
+  tether::SharedBuffer<int> counter = ctx.alloc<int>(1).share();
+  float one = 1.0f;
+  int four = 4;
+  x.copy_from(std::span<const float>(&one, 1));
+  counter.copy_from(std::span<const int>(&four, 1));
+
+  tether::Graph g{ctx};
+  g.edit([&](tether::Edit& e) {
+    tether::Condition c = e.condition(1);            // reset to 1 at every launch
+    tether::BodyRef body = e.while_(c).body;
+    auto step = e.in(body).launch(scale, tether::Grid{1}, tether::Block{1}, x, 2.0f, 1);
+    e.after(step).launch(countdown, tether::Grid{1}, tether::Block{1}, c.handle(), counter);
+  });
+  tether::GraphExec exec = g.instantiate();
+  exec.launch(stream);
+  stream.synchronize();
+  float result = 0;
+  x.copy_to(std::span<float>(&result, 1));
+  std::printf("the body ran until the counter reached zero: x = %g (2^4)\n", result);
+  return result == 16.0f ? 0 : 1;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "%s\n", e.what());
+  return 1;
+}
