@@ -228,3 +228,16 @@ void GraphExec::update(const Node<HostNode>& node, F&& fn) {
 }
 
 }  // namespace tether
+
+#if TETHER_HAS_FMT
+/// `fmt::format("{}", result)`: "success", or "topology_changed" / "node_type_changed (node 0x...)".
+template <>
+struct fmt::formatter<tether::UpdateResult> : fmt::formatter<std::string_view> {
+  template <class Ctx>
+  auto format(const tether::UpdateResult& r, Ctx& ctx) const {
+    std::string s(tether::to_string(r.reason));
+    if (r.node.valid()) s += fmt::format(" (node {})", static_cast<const void*>(r.node.get()));
+    return fmt::formatter<std::string_view>::format(s, ctx);
+  }
+};
+#endif  // TETHER_HAS_FMT

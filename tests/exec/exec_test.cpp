@@ -152,6 +152,8 @@ TEST_CASE_FIXTURE(DslFixture, "G5: a failed whole update reports the reason and 
   CHECK(t.reason == UpdateResult::Reason::node_type_changed);
   CHECK(t.node == wrong);
   CHECK(to_string(t.reason) == "node_type_changed");
+  CHECK(fmt::format("{}", t) == fmt::format("node_type_changed (node {})", static_cast<const void*>(wrong.get())));
+  CHECK(fmt::format("{}", UpdateResult{}) == "success");
   exec.launch(stream);
   stream.synchronize();
   CHECK(read(x) == std::vector<float>(4, 2.0f));
