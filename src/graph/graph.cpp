@@ -49,19 +49,21 @@ struct Graph::Origin {
   std::unordered_map<const detail::NodeRecord*, std::pair<detail::NodeRecord*, std::uint32_t>> map;
 };
 
-Edit GraphRef::edit() const {
-  if (!valid()) throw UsageError("edit: the graph view is invalid (CUDA destroyed the embedded graph)");
-  return Edit(ref_.hierarchy, ref_.box, *ctx_);
+template <bool InBody>
+BasicEdit<InBody> BasicGraphRef<InBody>::edit() const {
+  if (!valid()) throw UsageError("edit: the graph view is invalid (CUDA destroyed the embedded graph or body)");
+  return BasicEdit<InBody>(ref_.hierarchy, ref_.box, *ctx_);
 }
-std::size_t GraphRef::node_count() const { return detail::count_nodes(ref_); }
-CUgraph GraphRef::get() const { return detail::graph_of(ref_); }
-
-BodyEdit BodyRef::edit() const {
-  if (!valid()) throw UsageError("edit: the body view is invalid (CUDA destroyed the body)");
-  return BodyEdit(ref_.hierarchy, ref_.box, *ctx_);
+template <bool InBody>
+std::size_t BasicGraphRef<InBody>::node_count() const {
+  return detail::count_nodes(ref_);
 }
-std::size_t BodyRef::node_count() const { return detail::count_nodes(ref_); }
-CUgraph BodyRef::get() const { return detail::graph_of(ref_); }
+template <bool InBody>
+CUgraph BasicGraphRef<InBody>::get() const {
+  return detail::graph_of(ref_);
+}
+template class BasicGraphRef<false>;
+template class BasicGraphRef<true>;
 
 Graph::Graph(const Context& ctx)
     : ctx_(ctx), h_(detail::Hierarchy::create(detail::table_of(ctx.runtime()))) {}

@@ -22,8 +22,12 @@ struct GraphAccess;
 TETHER_EXPORT namespace tether {
 
 class Graph;
-class GraphRef;
-class BodyRef;
+template <bool InBody>
+class BasicGraphRef;
+/// A view of an embedded child graph (see BasicGraphRef).
+using GraphRef = BasicGraphRef<false>;
+/// A view of a conditional body (see BasicGraphRef): its edits are BodyEdits.
+using BodyRef = BasicGraphRef<true>;
 class GraphExec;
 struct InstantiateOptions;
 template <bool InBody>
@@ -53,40 +57,24 @@ class Condition {
   const detail::Box* box_ = nullptr;
 };
 
-/// A view of an embedded child graph (from `Edit::embed`). It shares ownership of the whole
-/// hierarchy, so it keeps the root graph alive. It becomes invalid when CUDA destroys the embedded
-/// graph (its node removed); using it then throws UsageError.
-class GraphRef {
+/// A view of an embedded child graph (`GraphRef`, from `Edit::embed`) or of a conditional body
+/// (`BodyRef`, from if_ / if_else / while_ / switch_). It shares ownership of the whole hierarchy,
+/// so it keeps the root graph alive. It becomes invalid when CUDA destroys the graph it shows (its
+/// node removed); using it then throws UsageError. Thread safety: as Graph.
+template <bool InBody>
+class BasicGraphRef {
  public:
-  GraphRef() = default;
-  /// Whether the embedded graph still exists.
+  BasicGraphRef() = default;
+  /// Whether the graph still exists.
   bool valid() const noexcept { return ref_.valid(); }
   /// Opens a transaction on this graph (locks the whole hierarchy). Throws UsageError if invalid.
-  Edit edit() const;
-  /// Runs `fn(Edit&)` in a transaction: commit on return, rollback if it throws.
+  BasicEdit<InBody> edit() const;
+  /// Runs `fn(edit&)` in a transaction: commit on return, rollback if it throws.
   template <class F>
   void edit(F&& fn) const;
   /// Number of nodes (committed). Throws UsageError if invalid.
   std::size_t node_count() const;
   /// The driver's graph handle (owned by CUDA through the parent node). Throws UsageError if invalid.
-  CUgraph get() const;
-
- private:
-  friend struct detail::GraphAccess;
-  detail::BoxRef ref_;
-  std::optional<Context> ctx_;
-};
-
-/// A view of a conditional body (from if_, if_else, while_, switch_): like GraphRef, but its edits
-/// are BodyEdits.
-class BodyRef {
- public:
-  BodyRef() = default;
-  bool valid() const noexcept { return ref_.valid(); }
-  BodyEdit edit() const;
-  template <class F>
-  void edit(F&& fn) const;
-  std::size_t node_count() const;
   CUgraph get() const;
 
  private:
@@ -128,22 +116,23 @@ struct AllocResult {
 namespace tether::detail {
 
 struct GraphAccess {
-  static GraphRef graph_ref(BoxRef r, const Context& c) {
-    GraphRef g;
+  template <bool InBody>
+  static BasicGraphRef<InBody> make_ref(BoxRef r, const Context& c) {
+    BasicGraphRef<InBody> g;
     g.ref_ = std::move(r);
     g.ctx_ = c;
     return g;
   }
-  static BodyRef body_ref(BoxRef r, const Context& c) {
-    BodyRef g;
-    g.ref_ = std::move(r);
-    g.ctx_ = c;
-    return g;
+  static GraphRef graph_ref(BoxRef r, const Context& c) { return make_ref<false>(std::move(r), c); }
+  static BodyRef body_ref(BoxRef r, const Context& c) { return make_ref<true>(std::move(r), c); }
+  template <bool InBody>
+  static const BoxRef& ref(const BasicGraphRef<InBody>& g) noexcept {
+    return g.ref_;
   }
-  static const BoxRef& ref(const GraphRef& g) noexcept { return g.ref_; }
-  static const BoxRef& ref(const BodyRef& g) noexcept { return g.ref_; }
-  static const Context& ctx(const GraphRef& g) { return *g.ctx_; }
-  static const Context& ctx(const BodyRef& g) { return *g.ctx_; }
+  template <bool InBody>
+  static const Context& ctx(const BasicGraphRef<InBody>& g) {
+    return *g.ctx_;
+  }
   static const std::shared_ptr<Hierarchy>& hierarchy(const Graph& g) noexcept;
 };
 
@@ -604,8 +593,8 @@ class BasicEdit : public Builder<BasicEdit<InBody>, InBody> {
   template <class, bool>
   friend class Builder;
   friend class Graph;
-  friend class GraphRef;
-  friend class BodyRef;
+  template <bool>
+  friend class BasicGraphRef;
   BasicEdit(std::shared_ptr<detail::Hierarchy> h, detail::Box* box, const Context& ctx)
       : tx_(std::make_unique<detail::Transaction>(std::move(h))), box_(box), ctx_(ctx), scope_(*tx_->hierarchy().drv, detail::context_handle(ctx)) {
     if (box_->retired.load()) throw UsageError("edit: the graph view is invalid (CUDA destroyed the graph)");
@@ -706,15 +695,10 @@ void Graph::edit(F&& fn) const {
   std::forward<F>(fn)(e);
   e.commit();
 }
+template <bool InBody>
 template <class F>
-void GraphRef::edit(F&& fn) const {
-  Edit e = edit();
-  std::forward<F>(fn)(e);
-  e.commit();
-}
-template <class F>
-void BodyRef::edit(F&& fn) const {
-  BodyEdit e = edit();
+void BasicGraphRef<InBody>::edit(F&& fn) const {
+  BasicEdit<InBody> e = edit();
   std::forward<F>(fn)(e);
   e.commit();
 }

@@ -12,14 +12,6 @@ namespace tether::sim::detail {
 
 namespace {
 
-// Everything here is created once and never destroyed: user objects may be released and
-// streams may run during process exit, after static destructors (ARCHITECTURE.md §9).
-template <class T>
-T& immortal() {
-  static T* p = new T();
-  return *p;
-}
-
 struct Counters {
   std::array<std::atomic<std::uint64_t>, tether::detail::entry_count> calls{};
 };

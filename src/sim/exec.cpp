@@ -10,11 +10,6 @@ namespace tether::sim::detail {
 
 namespace {
 
-template <class T>
-T& immortal() {
-  static T* p = new T();
-  return *p;
-}
 
 struct Completion {
   std::mutex mu;

@@ -12,11 +12,6 @@ namespace tether::sim::detail {
 
 namespace {
 
-template <class T>
-T& immortal() {
-  static T* p = new T();
-  return *p;
-}
 
 struct Registry {
   std::unordered_set<Graph*> graphs;

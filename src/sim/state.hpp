@@ -20,6 +20,14 @@ namespace tether::sim::detail {
 using tether::detail::Entry;
 using Clock = std::chrono::steady_clock;
 
+// The simulator's state is created once and never destroyed: user objects may be released and
+// streams may run during process exit, after static destructors (ARCHITECTURE.md §9).
+template <class T>
+T& immortal() {
+  static T* p = new T();
+  return *p;
+}
+
 // ----------------------------------------------------------------------------- call context
 
 struct Ctx;

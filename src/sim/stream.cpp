@@ -9,11 +9,6 @@ namespace tether::sim::detail {
 
 namespace {
 
-template <class T>
-T& immortal() {
-  static T* p = new T();
-  return *p;
-}
 
 struct Streams {
   std::mutex mu;
