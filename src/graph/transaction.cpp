@@ -51,7 +51,7 @@ NodeRecord* Transaction::add(Box& box, std::span<NodeRecord* const> deps, CUgrap
       throw UsageError(fmt::format("cannot add {}: a dependency is a node of another graph", what));
     d.push_back(r->node);
   }
-  ops_.reserve(ops_.size() + 1);  // so that logging the operation cannot fail after the driver call
+  reserve_one();  // so that logging the operation cannot fail after the driver call
   NodeRecord* rec = h_->allocate_record();
   Staged st;
   try {
@@ -87,7 +87,7 @@ NodeRecord* Transaction::add(Box& box, std::span<NodeRecord* const> deps, CUgrap
 void Transaction::update(NodeRecord* r, Owners&& owners, CallFn apply, Entry entry, CallFn undo, Entry undo_entry,
                          std::string_view what) {
   UnusedOwners guard(owners);
-  ops_.reserve(ops_.size() + 1);
+  reserve_one();
   Staged st = prepare(*h_->drv, r->box->graph, std::move(owners));
   CUresult res = apply();
   if (res != CUDA_SUCCESS) {
@@ -95,6 +95,11 @@ void Transaction::update(NodeRecord* r, Owners&& owners, CallFn apply, Entry ent
     throw_call_error(*h_->drv, entry, res, fmt::format("updating {}", what));
   }
   ops_.push_back(Op{Kind::update, r, nullptr, st, std::move(undo), undo_entry});
+}
+
+void Transaction::reserve_one() {
+  // Geometric growth: reserving size + 1 each time would copy the log on every operation.
+  if (ops_.size() == ops_.capacity()) ops_.reserve(ops_.capacity() * 2 + 16);
 }
 
 void Transaction::remove(NodeRecord* r) {
@@ -105,7 +110,7 @@ void Transaction::remove(NodeRecord* r) {
 
 void Transaction::connect(NodeRecord* from, NodeRecord* to) {
   if (from->box != to->box) throw UsageError("cannot connect nodes of different graphs");
-  ops_.reserve(ops_.size() + 1);
+  reserve_one();
   call<Entry::cuGraphAddDependencies>(*h_->drv, "adding an edge", from->box->graph, &from->node, &to->node,
                                       static_cast<const CUgraphEdgeData*>(nullptr), std::size_t{1});
   ops_.push_back(Op{Kind::connect, from, to, {}, {}, Entry::cuGraphRemoveDependencies});
@@ -113,7 +118,7 @@ void Transaction::connect(NodeRecord* from, NodeRecord* to) {
 
 void Transaction::disconnect(NodeRecord* from, NodeRecord* to) {
   if (from->box != to->box) throw UsageError("cannot disconnect nodes of different graphs");
-  ops_.reserve(ops_.size() + 1);
+  reserve_one();
   call<Entry::cuGraphRemoveDependencies>(*h_->drv, "removing an edge", from->box->graph, &from->node, &to->node,
                                          static_cast<const CUgraphEdgeData*>(nullptr), std::size_t{1});
   ops_.push_back(Op{Kind::disconnect, from, to, {}, {}, Entry::cuGraphAddDependencies});

@@ -77,6 +77,7 @@ class Transaction {
     Entry undo_entry = Entry::cuGraphDestroyNode;
   };
   void undo_one(Op& op) noexcept;
+  void reserve_one();
   void remove_now(NodeRecord* r) noexcept;
   bool added_here(const NodeRecord* r) const noexcept;
 
