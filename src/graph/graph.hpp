@@ -489,19 +489,34 @@ class BasicInserter : public Builder<BasicInserter<InBody>, InBody> {
   friend class Builder;
   template <bool>
   friend class BasicEdit;
-  BasicInserter(detail::Transaction* tx, detail::Box* box, std::vector<detail::NodeRecord*> deps, const Context& ctx)
-      : tx_(tx), box_(box), deps_(std::move(deps)), ctx_(ctx) {}
+  BasicInserter(detail::Transaction* tx, detail::Box* box, const Context* ctx) : tx_(tx), box_(box), ctx_(ctx) {}
+  void add_dep(detail::NodeRecord* r) {
+    // Most insertion points name a few nodes: no allocation for up to four.
+    if (count_ < inline_.size())
+      inline_[count_] = r;
+    else {
+      if (more_.empty()) more_.assign(inline_.begin(), inline_.end());
+      more_.push_back(r);
+    }
+    ++count_;
+  }
+  std::span<detail::NodeRecord* const> deps() const noexcept {
+    return more_.empty() ? std::span<detail::NodeRecord* const>(inline_.data(), count_)
+                         : std::span<detail::NodeRecord* const>(more_);
+  }
   detail::Site site() {
     if (!tx_->active()) detail::throw_finished_edit();
-    return {tx_, box_, deps_, &keeping_, &ctx_};
+    return {tx_, box_, deps(), &keeping_, ctx_};
   }
   void created() noexcept {}
 
   detail::Transaction* tx_;
   detail::Box* box_;
-  std::vector<detail::NodeRecord*> deps_;
+  std::array<detail::NodeRecord*, 4> inline_{};
+  std::size_t count_ = 0;
+  std::vector<detail::NodeRecord*> more_;
   Owners keeping_;
-  Context ctx_;
+  const Context* ctx_;  // the edit's: an insertion point is used while its edit is open
 };
 
 /// A transaction over one graph (and its embedded graphs and bodies): `g.edit()` opens it and
@@ -524,18 +539,18 @@ class BasicEdit : public Builder<BasicEdit<InBody>, InBody> {
   /// of it). Throws UsageError for invalid handles or nodes of another hierarchy.
   template <class... K>
   BasicInserter<InBody> after(const Node<K>&... nodes) {
-    std::vector<detail::NodeRecord*> deps;
-    (deps.push_back(check(nodes, "a dependency")), ...);
-    detail::Box* box = deps.empty() ? box_ : deps.front()->box;
-    return BasicInserter<InBody>(tx(), box, std::move(deps), ctx_);
+    BasicInserter<InBody> at(tx(), box_, &ctx_);
+    (at.add_dep(check(nodes, "a dependency")), ...);
+    if (at.count_) at.box_ = at.deps().front()->box;
+    return at;
   }
   /// An insertion point at the top of an embedded graph of this hierarchy, in this transaction.
   BasicInserter<false> in(const GraphRef& view) {
-    return BasicInserter<false>(tx(), detail::box_of(*tx(), detail::GraphAccess::ref(view), "in"), {}, ctx_);
+    return BasicInserter<false>(tx(), detail::box_of(*tx(), detail::GraphAccess::ref(view), "in"), &ctx_);
   }
   /// An insertion point at the top of a conditional body of this hierarchy, in this transaction.
   BasicInserter<true> in(const BodyRef& view) {
-    return BasicInserter<true>(tx(), detail::box_of(*tx(), detail::GraphAccess::ref(view), "in"), {}, ctx_);
+    return BasicInserter<true>(tx(), detail::box_of(*tx(), detail::GraphAccess::ref(view), "in"), &ctx_);
   }
 
   /// Changes a kernel node's arguments and launch dimensions (cuGraphKernelNodeSetParams); the
@@ -592,6 +607,8 @@ class BasicEdit : public Builder<BasicEdit<InBody>, InBody> {
  private:
   template <class, bool>
   friend class Builder;
+  template <bool>
+  friend class BasicInserter;
   friend class Graph;
   template <bool>
   friend class BasicGraphRef;

@@ -44,12 +44,18 @@ NodeRecord* Transaction::add(Box& box, std::span<NodeRecord* const> deps, CUgrap
   UnusedOwners guard(owners);
   if (box.hierarchy != h_.get() || box.retired.load())
     throw UsageError(fmt::format("cannot add {}: the graph view is invalid or belongs to another graph", what));
-  std::vector<CUgraphNode> d;
-  d.reserve(deps.size());
-  for (NodeRecord* r : deps) {
-    if (r->box != &box)
+  // Most nodes have a few dependencies: keep them on the stack.
+  CUgraphNode inline_deps[8];
+  std::unique_ptr<CUgraphNode[]> heap_deps;
+  CUgraphNode* d = inline_deps;
+  if (deps.size() > std::size(inline_deps)) {
+    heap_deps.reset(new CUgraphNode[deps.size()]);
+    d = heap_deps.get();
+  }
+  for (std::size_t i = 0; i < deps.size(); ++i) {
+    if (deps[i]->box != &box)
       throw UsageError(fmt::format("cannot add {}: a dependency is a node of another graph", what));
-    d.push_back(r->node);
+    d[i] = deps[i]->node;
   }
   reserve_one();  // so that logging the operation cannot fail after the driver call
   NodeRecord* rec = h_->allocate_record();
@@ -61,7 +67,7 @@ NodeRecord* Transaction::add(Box& box, std::span<NodeRecord* const> deps, CUgrap
     throw;
   }
   CUgraphNode node = nullptr;
-  CUresult r = add(box.graph, d.data(), d.size(), &node);
+  CUresult r = add(box.graph, d, deps.size(), &node);
   if (r != CUDA_SUCCESS) {
     detail::rollback(*h_->drv, st);
     h_->free_record(rec);
