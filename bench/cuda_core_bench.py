@@ -48,7 +48,7 @@ def main():
     dev = Device()
     dev.set_current()
     stream = dev.create_stream()
-    mod = cc.ObjectCode.from_ptx(PTX) if hasattr(cc, "ObjectCode") else None
+    mod = cc.ObjectCode.from_ptx(PTX.encode())
     kernel = mod.get_kernel("noop")
     buf = dev.memory_resource.allocate(64, stream=stream)
     config = LaunchConfig(grid=1, block=1)

@@ -46,7 +46,11 @@ CUgraph graph_of(const BoxRef& ref) {
 
 struct Graph::Origin {
   std::weak_ptr<detail::Hierarchy> source;
-  std::unordered_map<const detail::NodeRecord*, std::pair<detail::NodeRecord*, std::uint32_t>> map;
+  detail::RecordPairs pairs;                 // source record -> copy record, in copy order
+  std::vector<std::uint32_t> generations;    // of each copy record at clone time
+  // Built on the first find(): cloning pays no hashing per node.
+  std::once_flag once;
+  std::unordered_map<const detail::NodeRecord*, std::size_t> index;
 };
 
 template <bool InBody>
@@ -71,11 +75,11 @@ Graph::Graph(const Context& ctx)
 Edit Graph::edit() const { return Edit(h_, &h_->root(), ctx_); }
 
 Graph Graph::clone() const {
-  std::unordered_map<const detail::NodeRecord*, detail::NodeRecord*> map;
-  std::shared_ptr<detail::Hierarchy> h = detail::clone_hierarchy(*h_, &map);
   auto origin = std::make_shared<Origin>();
+  std::shared_ptr<detail::Hierarchy> h = detail::clone_hierarchy(*h_, nullptr, &origin->pairs);
   origin->source = h_;
-  for (auto& [src, copy] : map) origin->map.emplace(src, std::pair{copy, copy->generation.load()});
+  origin->generations.reserve(origin->pairs.size());
+  for (auto& [src, copy] : origin->pairs) origin->generations.push_back(copy->generation.load());
   Graph g(ctx_, std::move(h));
   g.origin_ = std::move(origin);
   return g;
@@ -85,10 +89,14 @@ detail::NodeRef Graph::find_ref(const detail::NodeRef& source) const {
   if (!origin_) throw UsageError("find: this graph is not a clone");
   if (!source.valid()) throw UsageError("find: the source node is no longer valid");
   if (origin_->source.lock() != source.hierarchy) throw UsageError("find: the node is not from this clone's source");
-  auto it = origin_->map.find(source.record);
-  if (it == origin_->map.end()) throw UsageError("find: the node was added to the source after the clone was made");
-  auto [copy, gen] = it->second;
-  return detail::NodeRef{h_, copy, gen};
+  Origin& o = const_cast<Origin&>(*origin_);
+  std::call_once(o.once, [&] {
+    o.index.reserve(o.pairs.size());
+    for (std::size_t i = 0; i < o.pairs.size(); ++i) o.index.emplace(o.pairs[i].first, i);
+  });
+  auto it = o.index.find(source.record);
+  if (it == o.index.end()) throw UsageError("find: the node was added to the source after the clone was made");
+  return detail::NodeRef{h_, o.pairs[it->second].second, o.generations[it->second]};
 }
 
 GraphRef Graph::ref() const { return detail::GraphAccess::graph_ref({h_, &h_->root()}, ctx_); }

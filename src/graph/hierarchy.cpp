@@ -201,10 +201,11 @@ bool below(const Box* b, const Box* top) {
 }  // namespace
 
 void rekey(Hierarchy& dst, Box& copy_root_box, const Box& src,
-           std::unordered_map<const NodeRecord*, NodeRecord*>* map) {
+           std::unordered_map<const NodeRecord*, NodeRecord*>* map, RecordPairs* pairs) {
   const DriverTable& drv = *dst.drv;
-  std::unordered_map<const NodeRecord*, NodeRecord*> local;
-  auto& m = map ? *map : local;
+  // Only nodes that own embedded graphs need looking up here; hashing every node would cost more
+  // than the driver's own lookup (docs/performance.md).
+  std::unordered_map<const NodeRecord*, NodeRecord*> owners;
   std::vector<std::pair<const Box*, Box*>> boxmap{{&src, &copy_root_box}};
   std::vector<NodeRecord*> created;
   const std::size_t boxes_before = dst.boxes.size();
@@ -218,7 +219,7 @@ void rekey(Hierarchy& dst, Box& copy_root_box, const Box& src,
       } else {
         if (sb.kind == BoxKind::body)
           throw UsageError("a graph with conditional nodes cannot be copied (CUDA refuses to clone it)");
-        NodeRecord* owner_copy = m.at(sb.owner);
+        NodeRecord* owner_copy = owners.at(sb.owner);
         Box* parent_copy = nullptr;
         for (auto& [s, d] : boxmap)
           if (s == sb.parent) parent_copy = d;
@@ -239,7 +240,9 @@ void rekey(Hierarchy& dst, Box& copy_root_box, const Box& src,
         NodeRecord* c = dst.allocate_record();
         created.push_back(c);
         dst.publish(*db, c, n, r->type, r->current);
-        m[r] = c;
+        if (r->type == CU_GRAPH_NODE_TYPE_GRAPH || r->type == CU_GRAPH_NODE_TYPE_CONDITIONAL) owners[r] = c;
+        if (map) (*map)[r] = c;
+        if (pairs) pairs->emplace_back(r, c);
       }
     }
     for (std::size_t i = boxes_before; i < dst.boxes.size(); ++i) {
@@ -254,17 +257,20 @@ void rekey(Hierarchy& dst, Box& copy_root_box, const Box& src,
     }
     while (dst.boxes.size() > boxes_before) dst.boxes.pop_back();
     if (map) map->clear();
+    if (pairs) pairs->clear();
     throw;
   }
 }
 
-std::shared_ptr<Hierarchy> clone_hierarchy(Hierarchy& src, std::unordered_map<const NodeRecord*, NodeRecord*>* map) {
+std::shared_ptr<Hierarchy> clone_hierarchy(Hierarchy& src, std::unordered_map<const NodeRecord*, NodeRecord*>* map,
+                                           RecordPairs* pairs) {
   std::lock_guard lock(src.mu);
   src.check_usable();
   CUgraph c = nullptr;
   call<Entry::cuGraphClone>(*src.drv, "cloning a graph", &c, src.root().graph);
   std::shared_ptr<Hierarchy> h = Hierarchy::adopt(*src.drv, c);  // destroys c if anything below throws
-  rekey(*h, h->root(), src.root(), map);
+  if (pairs) pairs->reserve(src.root().node_count);
+  rekey(*h, h->root(), src.root(), map, pairs);
   return h;
 }
 
