@@ -257,7 +257,8 @@ void GraphExec::node_update(detail::NodeRecord* r, Owners&& owners, const std::f
                             detail::Entry entry, const char* what) {
   detail::UnusedOwners guard(owners);  // a rejected update releases its owners (on the reclaimer)
   std::lock_guard lock(s_->mu);
-  // No context push: per-node set-params act on the executable, which carries its context.
+  // The real driver crashed (SIGSEGV) in cuGraphExecKernelNodeSetParams with no current context.
+  detail::ScopedContext scope(*s_->drv, s_->ctx.get());
   detail::ExecOwners& o = *s_->owners;
   {
     // Allocate before the driver call, so that publishing afterwards cannot fail.

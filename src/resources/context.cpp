@@ -71,10 +71,18 @@ ContextState::~ContextState() {
 }
 
 ScopedContext::ScopedContext(const DriverTable& table, CUcontext ctx) : table_(&table) {
+  // One cheap query instead of a push and a pop when the caller already has the context current.
+  CUcontext current = nullptr;
+  call<Entry::cuCtxGetCurrent>(table, "finding the calling thread's current context", &current);
+  if (current == ctx && ctx) {
+    table_ = nullptr;
+    return;
+  }
   call<Entry::cuCtxPushCurrent>(table, "making a context current for a tether call", ctx);
 }
 
 ScopedContext::~ScopedContext() {
+  if (!table_) return;  // nothing was pushed
   CUcontext popped = nullptr;
   CUresult r = raw<Entry::cuCtxPopCurrent>(*table_, &popped);
   if (r != CUDA_SUCCESS) report_failure(*table_, Entry::cuCtxPopCurrent, r, "restoring the caller's context");

@@ -47,10 +47,11 @@ using ContextPtr = std::shared_ptr<const ContextState>;
 const ContextPtr& state_of(const Context& ctx) noexcept;
 Context context_from(ContextPtr state) noexcept;
 
-/// Pushes `ctx` onto the calling thread's context stack (cuCtxPushCurrent) for the lifetime of
-/// the object, and pops it again (cuCtxPopCurrent), which restores whatever the caller had
-/// current, including no context. Throws DriverError if the push fails; a failed pop is reported
-/// through the error hook. Not movable: the pop must happen on the pushing thread.
+/// Makes `ctx` current on the calling thread for the lifetime of the object: if it already is
+/// (cuCtxGetCurrent), nothing else happens; otherwise it is pushed (cuCtxPushCurrent) and popped
+/// again (cuCtxPopCurrent), which restores whatever the caller had current, including no context.
+/// Throws DriverError if the push fails; a failed pop is reported through the error hook. Not
+/// movable: the pop must happen on the pushing thread.
 class ScopedContext {
  public:
   ScopedContext(const DriverTable& table, CUcontext ctx);

@@ -703,7 +703,16 @@ TEST_CASE_FIXTURE(Env, "an injected failure of a creating call throws DriverErro
   expect("cuStreamCreate", [&] { (void)ctx.make_stream(); });
   expect("cuEventCreate", [&] { (void)ctx.make_event(); });
   expect("cuModuleLoadData", [&] { (void)load(); });
-  expect("cuCtxPushCurrent", [&] { (void)ctx.alloc<int>(4); });
+  // The context is pushed only when it is not already current on the calling thread.
+  auto none_current = [&] {
+    CHECK(tether::detail::raw<tether::detail::Entry::cuCtxSetCurrent>(tether::detail::table_of(rt), CUcontext{}) ==
+          CUDA_SUCCESS);
+  };
+  expect("cuCtxPushCurrent", [&] {
+    none_current();
+    (void)ctx.alloc<int>(4);
+  });
+  expect("cuCtxGetCurrent", [&] { (void)ctx.alloc<int>(4); });
   tether::sim::Stats after = now();
   CHECK(after.device_allocations == before.device_allocations);
   CHECK(after.host_allocations == before.host_allocations);
