@@ -86,7 +86,7 @@ NodeRecord* find_record(Hierarchy& h, CUgraphNode node) {
 void retire_all(ExecOwners& o, std::uint64_t launches) {
   for (auto& [rec, owners] : o.current)
     if (!owners.empty()) o.retired.push_back({launches, std::move(owners)});
-  o.current.clear();
+  o.current.clear();  // (a whole update allocates: it is not on the per-node path)
 }
 
 void lock_source(Hierarchy& h) {
@@ -105,17 +105,18 @@ void release_retired_later(const std::shared_ptr<ExecOwners>& owners, std::uint6
 }
 
 void release_retired(const std::shared_ptr<ExecOwners>& owners, std::uint64_t completed) noexcept {
-  std::vector<Owners> done;
+  std::vector<ExecOwners::Retired> done;
   {
     std::lock_guard lock(owners->mu);
-    while (!owners->retired.empty() && owners->retired.front().after_launches <= completed) {
-      try {
-        done.push_back(std::move(owners->retired.front().owners));
-      } catch (...) {
-        break;  // out of memory: the rest stays until the next marker or the executable's end
-      }
-      owners->retired.pop_front();
+    auto& r = owners->retired;
+    auto keep = std::find_if(r.begin(), r.end(), [&](const ExecOwners::Retired& x) { return x.after_launches > completed; });
+    try {
+      done.reserve(static_cast<std::size_t>(keep - r.begin()));
+    } catch (...) {
+      return;  // out of memory: released after a later launch or with the executable
     }
+    for (auto it = r.begin(); it != keep; ++it) done.push_back(std::move(*it));
+    r.erase(r.begin(), keep);
   }
   done.clear();  // owners die here, outside the lock
 }
@@ -260,24 +261,24 @@ void GraphExec::node_update(detail::NodeRecord* r, Owners&& owners, const std::f
   // The real driver crashed (SIGSEGV) in cuGraphExecKernelNodeSetParams with no current context.
   detail::ScopedContext scope(*s_->drv, s_->ctx.get());
   detail::ExecOwners& o = *s_->owners;
+  Owners* slot;
   {
-    // Allocate before the driver call, so that publishing afterwards cannot fail.
+    // Allocate before the driver call, so that publishing afterwards cannot fail (references into
+    // an unordered_map stay valid; the retired list gets room for one more).
     std::lock_guard ol(o.mu);
-    o.current.try_emplace(r);
-    o.retired.emplace_back();
-    o.retired.pop_back();
+    slot = &o.current.try_emplace(r).first->second;
+    if (o.retired.size() == o.retired.capacity()) o.retired.reserve(o.retired.capacity() * 2 + 4);
   }
   CUresult res = apply();
   if (res != CUDA_SUCCESS) detail::throw_call_error(*s_->drv, entry, res, what);
   bool release_now = false;
   {
     std::lock_guard ol(o.mu);
-    Owners& slot = o.current[r];
-    if (!slot.empty()) {
-      o.retired.push_back({s_->launches, std::move(slot)});
+    if (!slot->empty()) {
+      o.retired.push_back({s_->launches, std::move(*slot)});
       release_now = s_->launches == 0;  // nothing launched: nobody can use the superseded owners
     }
-    slot = std::move(owners);
+    *slot = std::move(owners);
   }
   if (release_now) detail::release_retired_later(s_->owners, 0);
 }

@@ -20,7 +20,7 @@ struct ExecOwners {
   };
   std::mutex mu;
   std::unordered_map<const NodeRecord*, Owners> current;  // the executable's own version per node
-  std::deque<Retired> retired;                             // superseded, waiting for launches to end
+  std::vector<Retired> retired;                            // superseded, oldest first (a few at most)
 };
 
 /// Releases retired owners that only launches up to `completed` could have used, here.
