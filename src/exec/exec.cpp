@@ -12,7 +12,9 @@ struct ExecState {
   CUgraphExec exec = nullptr;
   ExecAccumulator* acc = nullptr;  // the caller's reference; CUDA's copy lives in the executable
   std::shared_ptr<ExecOwners> owners;
-  const Hierarchy* source = nullptr;  // per-node updates take nodes of this graph's root
+  // Per-node updates take nodes of this graph's root. Why a weak_ptr, compared by owner: a raw
+  // pointer would match a new graph allocated where the source died.
+  std::weak_ptr<const Hierarchy> source;
   std::mutex mu;
   std::uint64_t launches = 0;
   CUstream last_stream = nullptr;
@@ -147,7 +149,7 @@ GraphExec Graph::instantiate(const InstantiateOptions& options) const {
   detail::ScopedContext scope(drv, ctx_.get());
   auto state = std::make_shared<detail::ExecState>(ctx_);
   state->drv = &drv;
-  state->source = h_.get();
+  state->source = h_;
   state->owners = std::make_shared<detail::ExecOwners>();
   detail::ExecAccumulator* acc = detail::ExecAccumulator::create(drv);
   acc->owners() += Owners{state->owners};
@@ -249,7 +251,8 @@ UpdateResult GraphExec::update(const Graph& graph) {
 detail::NodeRecord* GraphExec::check(const detail::NodeRef& n, const char* what) const {
   if (!s_) throw UsageError("GraphExec: the executable was moved from");
   if (!n.valid()) throw UsageError(fmt::format("{} is no longer valid (removed, or its graph was destroyed)", what));
-  if (n.hierarchy.get() != s_->source || n.record->box != &n.hierarchy->boxes.front() || !n.record->alive)
+  const bool same_source = !s_->source.owner_before(n.hierarchy) && !n.hierarchy.owner_before(s_->source);
+  if (!same_source || n.record->box != &n.hierarchy->boxes.front() || !n.record->alive)
     throw UsageError(fmt::format("{} is not a node of the graph this executable was instantiated from", what));
   return n.record;
 }

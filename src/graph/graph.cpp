@@ -28,6 +28,33 @@ Box* box_of(Transaction& tx, const BoxRef& ref, const char* what) {
   return ref.box;
 }
 
+std::vector<NodeRecord*> neighbours(Transaction& tx, NodeRecord* r, bool dependencies) {
+  const DriverTable& drv = *tx.hierarchy().drv;
+  auto query = [&](CUgraphNode* out, std::size_t* n) {
+    if (dependencies)
+      call<Entry::cuGraphNodeGetDependencies>(drv, "reading a node's dependencies", r->node, out,
+                                              static_cast<CUgraphEdgeData*>(nullptr), n);
+    else
+      call<Entry::cuGraphNodeGetDependentNodes>(drv, "reading a node's dependents", r->node, out,
+                                                static_cast<CUgraphEdgeData*>(nullptr), n);
+  };
+  std::size_t n = 0;
+  query(nullptr, &n);
+  std::vector<CUgraphNode> handles(n);
+  if (n) query(handles.data(), &n);
+  handles.resize(n);
+  std::vector<NodeRecord*> out;
+  for (CUgraphNode h : handles)
+    for (NodeRecord* x = r->box->first; x; x = x->next)
+      if (x->node == h) {
+        out.push_back(x);
+        break;
+      }
+  if (out.size() != handles.size())
+    throw UsageError("replace: the node has edges to nodes added in this edit; commit them first");
+  return out;
+}
+
 namespace {
 std::size_t count_nodes(const BoxRef& ref) {
   if (!ref.valid()) throw UsageError("node_count: the graph view is invalid");

@@ -153,6 +153,9 @@ std::span<NodeRecord* const> no_deps() noexcept;
 void check_not_body(const Box& box, const char* what);
 CUcontext context_handle(const Context& c) noexcept;
 Box* box_of(Transaction& tx, const BoxRef& ref, const char* what);
+/// The dependencies (or the dependents) of `r` (cuGraphNodeGetDependencies / GetDependentNodes),
+/// as records of its graph.
+std::vector<NodeRecord*> neighbours(Transaction& tx, NodeRecord* r, bool dependencies);
 
 template <class F>
 void host_trampoline(void* p) {
@@ -577,6 +580,24 @@ class BasicEdit : public Builder<BasicEdit<InBody>, InBody> {
     static_assert(detail::dependent_false<K>,
                   "update: the parameters do not match the node's kind (kernel: grid, block, arguments; memset: "
                   "destination, value; memcpy: destination, source; host: callable; event record/wait: event)");
+  }
+
+  /// Replaces a child graph node by one embedding a copy of `graph`, with the same dependencies and
+  /// dependents (the driver cannot swap a definition's child graph in place): a new node is
+  /// embedded after the old node's dependencies and connected to its dependents, and the old node
+  /// is removed at commit. Views of the old embedded graph and its nodes become invalid at commit;
+  /// the returned node and view are the new ones. Rolled back like every other operation.
+  EmbedResult replace(const Node<ChildNode>& node, const Graph& graph) {
+    detail::NodeRecord* old = check(node, "the child graph node to replace");
+    std::vector<detail::NodeRecord*> deps = detail::neighbours(*tx(), old, true);
+    std::vector<detail::NodeRecord*> dependents = detail::neighbours(*tx(), old, false);
+    BasicInserter<InBody> at(tx(), old->box, &ctx_);
+    for (detail::NodeRecord* d : deps) at.add_dep(d);
+    EmbedResult made = at.embed(graph);
+    detail::NodeRecord* fresh = detail::NodeAccess::ref(made.node).record;
+    for (detail::NodeRecord* d : dependents) tx()->connect(fresh, d);
+    tx()->remove(old);
+    return made;
   }
 
   /// Removes `node` at commit (cuGraphDestroyNode). Removing it twice in one edit is harmless;

@@ -160,6 +160,15 @@ void Transaction::commit() noexcept {
     switch (op.kind) {
       case Kind::add:
         op.rec->pending = false;
+        if (op.rec->box->retired.load(std::memory_order_acquire)) {
+          // Added to a child graph or body whose node a removal earlier in this commit destroyed:
+          // CUDA destroyed the new node, and released its reference, with that graph. Its handles
+          // must not stay valid (a driver call on the node would use a destroyed graph).
+          op.rec->generation.fetch_add(1, std::memory_order_acq_rel);
+          h_->free_record(op.rec);
+          op.staged = {};
+          break;
+        }
         h_->publish(*op.rec->box, op.rec, op.rec->node, op.rec->type, nullptr);
         detail::commit(drv, op.rec->current, op.staged);
         break;

@@ -466,3 +466,43 @@ TEST_CASE_FIXTURE(DslFixture, "concurrent edits of different graphs are independ
 }
 
 TEST_SUITE_END();
+
+TEST_SUITE_BEGIN("dsl");
+
+TEST_CASE_FIXTURE(DslFixture, "D6: replacing a child node's graph invalidates the old views and publishes the new ones") {
+  auto old_log = std::make_shared<WitnessLog>();
+  auto new_log = std::make_shared<WitnessLog>();
+  std::optional<Graph> a(std::in_place, ctx);
+  a->edit([&](Edit& e) { e.after().keeping(Owners{Witness(old_log)}).empty(); });
+  Graph b{ctx};
+  b.edit([&](Edit& e) {
+    auto x = e.after().keeping(Owners{Witness(new_log)}).empty();
+    e.after(x).empty();
+  });
+  Graph g{ctx};
+  Node<EmptyNode> pre, post;
+  EmbedResult child;
+  g.edit([&](Edit& e) {
+    pre = e.empty();
+    child = e.after(pre).embed(*a);
+    post = e.after(child.node).empty();
+  });
+  a.reset();  // only g's embedded copy holds the old owner now
+  EmbedResult fresh;
+  g.edit([&](Edit& e) { fresh = e.replace(child.node, b); });
+  CHECK_FALSE(child.node.valid());
+  CHECK_FALSE(child.graph.valid());
+  CHECK(fresh.graph.valid());
+  CHECK(fresh.graph.node_count() == 2);
+  CHECK(g.node_count() == 3);
+  std::size_t edges = 0;
+  detail::call<detail::Entry::cuGraphGetEdges>(table(), "counting edges", g.get(), static_cast<CUgraphNode*>(nullptr),
+                                               static_cast<CUgraphNode*>(nullptr),
+                                               static_cast<CUgraphEdgeData*>(nullptr), &edges);
+  CHECK(edges == 2);  // pre -> new child -> post
+  CHECK(eventually([&] { return old_log->destroyed.load() == 1; }));
+  CHECK(new_log->destroyed.load() == 0);
+  run(g);
+}
+
+TEST_SUITE_END();
