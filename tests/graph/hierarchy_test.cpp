@@ -24,17 +24,6 @@ using tether::Owners;
 using tether::detail::Registry;
 namespace td = tether::detail;
 
-std::vector<float> read(const tether::SharedBuffer<float>& b) {
-  std::vector<float> v(b.size());
-  b.copy_to(v);
-  return v;
-}
-
-bool all_equal(const std::vector<float>& v, float x) {
-  for (float f : v)
-    if (f != x) return false;
-  return !v.empty();
-}
 
 // The index of `b` in `h.boxes` (-1 if it is not there).
 long index_of(const Hierarchy& h, const Box* b) {

@@ -22,17 +22,6 @@ using namespace tether_test;
 using tether::Owners;
 namespace td = tether::detail;
 
-std::vector<float> read(const tether::SharedBuffer<float>& b) {
-  std::vector<float> v(b.size());
-  b.copy_to(v);
-  return v;
-}
-
-bool all_equal(const std::vector<float>& v, float x) {
-  for (float f : v)
-    if (f != x) return false;
-  return !v.empty();
-}
 
 // A move-only host callable with captured state: adds `*step` to `*total` on every call.
 struct Accumulate {

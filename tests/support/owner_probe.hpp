@@ -42,6 +42,21 @@
 
 namespace tether_test {
 
+/// The contents of a buffer (synchronous copy).
+inline std::vector<float> read(const tether::SharedBuffer<float>& b) {
+  std::vector<float> v(b.size());
+  b.copy_to(v);
+  return v;
+}
+
+/// Whether every element equals `x` (false for an empty vector).
+inline bool all_equal(const std::vector<float>& v, float x) {
+  for (float f : v)
+    if (f != x) return false;
+  return !v.empty();
+}
+
+
 using tether::detail::Box;
 using tether::detail::BoxRef;
 using tether::detail::DriverTable;
