@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 The tether authors
+//
+// The long run of the randomized model checker (tests/reliability/model.hpp, issue 7) on the
+// simulator: `model_check [operations] [seed] [per-sequence]` (default 1 000 000 operations, seed 1,
+// 400 operations per sequence) runs seeded
+// sequences of graph and executable operations against the reference model of who may use each
+// owner, prints operations, sequences, owners, launches, failures and the seed, and exits non-zero
+// on any mismatch or violation. docs/reliability.md records its result. Needs kernels.fatbin of the
+// test suite (tests/ in the build folder, or next to the program).
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "reliability/model.hpp"
+#include "support/kernels.hpp"
+#include "tether.hpp"
+
+namespace {
+
+std::string fatbin() {
+  for (const char* p : {"kernels.fatbin", "../tests/kernels.fatbin"}) {
+    std::string f = tether_test::beside_executable(p);
+    if (std::filesystem::exists(f)) return f;
+  }
+  return tether_test::beside_executable("kernels.fatbin");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  tether_model::Options o;
+  o.operations = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 1000000;
+  o.seed = argc > 2 ? std::strtoull(argv[2], nullptr, 0) : 1;
+  o.per_sequence = argc > 3 ? std::strtoull(argv[3], nullptr, 10) : 400;
+  if (o.operations == 0 || o.per_sequence == 0) {
+    std::fprintf(stderr, "usage: model_check [operations] [seed] [operations per sequence]\n");
+    return 2;
+  }
+  tether::Runtime rt = tether::Runtime::simulated();
+  tether::Context ctx = rt.context(0);
+  ctx.make_current();
+  tether_test::register_test_twins();
+  tether::Module m = ctx.load_module(tether::Image::from_file(fatbin()));
+  tether_test::TestKernels k{m.kernel<float*, float, int>("fill"),
+                             m.kernel<float*, float, int>("scale"),
+                             m.kernel<float*, const float*, float, int>("axpy"),
+                             m.kernel<unsigned long long, int*>("countdown"),
+                             m.kernel<unsigned long long, unsigned>("set_condition"),
+                             m.kernel<unsigned long long>("spin")};
+  tether::Stream s = ctx.make_stream();
+
+  auto t0 = std::chrono::steady_clock::now();
+  std::uint64_t next_report = 100000;
+  tether_model::Result r = tether_model::run(ctx, k, s, o, [&](const tether_model::Result& p) {
+    if (p.operations >= next_report) {
+      double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::printf("  %llu operations, %llu sequences, %zu failures, %.0f s\n",
+                  static_cast<unsigned long long>(p.operations), static_cast<unsigned long long>(p.sequences),
+                  p.failures.size(), secs);
+      std::fflush(stdout);
+      next_report += 100000;
+    }
+  });
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("model_check: seed %llu: %llu operations in %llu sequences of up to %llu, %llu owners tracked, %llu "
+              "launches, %zu failures, %zu simulator violations left, %.1f s\n",
+              static_cast<unsigned long long>(o.seed), static_cast<unsigned long long>(r.operations),
+              static_cast<unsigned long long>(r.sequences), static_cast<unsigned long long>(o.per_sequence), static_cast<unsigned long long>(r.owners),
+              static_cast<unsigned long long>(r.launches), r.failures.size(), tether::sim::violations().size(), secs);
+  std::printf("operations and outcomes:\n");
+  for (const auto& [what, n] : r.counts) std::printf("  %-48s %llu\n", what.c_str(), static_cast<unsigned long long>(n));
+  for (std::size_t i = 0; i < r.failures.size() && i < 20; ++i) std::printf("  %s\n", r.failures[i].c_str());
+  return r.failures.empty() && tether::sim::violations().empty() ? 0 : 1;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "model_check: %s\n", e.what());
+  return 2;
+}
