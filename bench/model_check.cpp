@@ -65,13 +65,16 @@ int main(int argc, char** argv) try {
     }
   });
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("model_check: seed %llu: %llu operations in %llu sequences of up to %llu, %llu owners tracked, %llu "
-              "launches, %zu failures, %zu simulator violations left, %.1f s\n",
-              static_cast<unsigned long long>(o.seed), static_cast<unsigned long long>(r.operations),
-              static_cast<unsigned long long>(r.sequences), static_cast<unsigned long long>(o.per_sequence), static_cast<unsigned long long>(r.owners),
-              static_cast<unsigned long long>(r.launches), r.failures.size(), tether::sim::violations().size(), secs);
+  std::printf(
+      "model_check: seed %llu: %llu operations in %llu sequences of up to %llu, %llu owners tracked, %llu "
+      "launches, %zu failures, %zu simulator violations left, %.1f s\n",
+      static_cast<unsigned long long>(o.seed), static_cast<unsigned long long>(r.operations),
+      static_cast<unsigned long long>(r.sequences), static_cast<unsigned long long>(o.per_sequence),
+      static_cast<unsigned long long>(r.owners), static_cast<unsigned long long>(r.launches),
+      r.failures.size(), tether::sim::violations().size(), secs);
   std::printf("operations and outcomes:\n");
-  for (const auto& [what, n] : r.counts) std::printf("  %-48s %llu\n", what.c_str(), static_cast<unsigned long long>(n));
+  for (const auto& [what, n] : r.counts)
+    std::printf("  %-48s %llu\n", what.c_str(), static_cast<unsigned long long>(n));
   for (std::size_t i = 0; i < r.failures.size() && i < 20; ++i) std::printf("  %s\n", r.failures[i].c_str());
   return r.failures.empty() && tether::sim::violations().empty() ? 0 : 1;
 } catch (const std::exception& e) {

@@ -131,9 +131,23 @@ void init_devices() {
 
 }  // namespace
 
+namespace {
+thread_local bool t_state_gone = false;  // trivially destructible: readable during thread exit
+}  // namespace
+
 ThreadState& ts() {
-  thread_local ThreadState state;
-  return state;
+  // Why a fallback: driver calls can still come after this thread's thread-locals were destroyed
+  // (owners released by the reclaimer's drain at process exit, on the main thread).
+  if (t_state_gone) {
+    static ThreadState* fallback = new ThreadState;
+    return *fallback;
+  }
+  struct Holder {
+    ThreadState state;
+    ~Holder() { t_state_gone = true; }
+  };
+  thread_local Holder holder;
+  return holder.state;
 }
 
 CUresult enter(Entry e) {
@@ -626,7 +640,8 @@ void post_deferred(std::function<void()> task) {
   // Why a minimum delay: the real driver ran deferred destructors 44-300 us after the call that
   // dropped the reference (DRIVER_FACTS 4g, 5d), never before it returned; without the delay this
   // thread could win that race, and code relying on "not before return" would pass here only.
-  constexpr auto min_latency = std::chrono::microseconds(200);
+  // 1 ms keeps that true on a loaded machine under a sanitizer.
+  constexpr auto min_latency = std::chrono::milliseconds(1);
   Deferred& d = deferred();
   std::lock_guard lock(d.mu);
   d.q.push_back(DeferredTask{Clock::now() + min_latency, std::move(task)});

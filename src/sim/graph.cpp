@@ -93,13 +93,11 @@ void destroy_graph(Graph* g, Released& released) {
   for (Node* n : g->nodes) reg().nodes.erase(n), delete n;
   for (Node* n : g->zombies) reg().nodes.erase(n), delete n;
   for (auto& [u, c] : g->refs) released.emplace_back(u, c);
-  for (CUgraphConditionalHandle h : g->handles) {
-    auto it = reg().conds.find(h);
-    if (it != reg().conds.end()) {
-      delete it->second;
-      reg().conds.erase(it);
-    }
-  }
+  // Why the handles' state is kept: executables made from the graph (and their launches in flight)
+  // go on using it after the graph is destroyed, as on the real driver (DRIVER_FACTS 8b launches an
+  // executable whose graph is gone). It is only detached, so that no new node can use the handle.
+  for (CUgraphConditionalHandle h : g->handles)
+    if (CondHandle* c = cond_of(h)) c->graph = nullptr;
   reg().graphs.erase(g);
   delete g;
 }

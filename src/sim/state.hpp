@@ -247,7 +247,7 @@ struct CondHandle {
   std::atomic<unsigned> value{0};
   unsigned default_value = 0;
   unsigned flags = 0;
-  Graph* graph = nullptr;
+  Graph* graph = nullptr;  // null once its graph is destroyed (executables still use the state)
 };
 
 struct Graph {

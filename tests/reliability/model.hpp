@@ -119,13 +119,15 @@ class Ledger {
       Entry& e = entries_[id];
       e.last_launch = std::max(e.last_launch, n);
       e.exec = true;
-      if (e.destroyed) error_locked(fmt::format("launch {} uses owner {}, which was already destroyed", n, id));
+      if (e.destroyed)
+        error_locked(fmt::format("launch {} uses owner {}, which was already destroyed", n, id));
     }
   }
   /// A host node holding owner `id` runs.
   void ran(Id id) {
     std::lock_guard lock(mu_);
-    if (entries_[id].destroyed) error_locked(fmt::format("a host node ran after its owner {} was destroyed", id));
+    if (entries_[id].destroyed)
+      error_locked(fmt::format("a host node ran after its owner {} was destroyed", id));
   }
   /// `id` is being destroyed (from its destructor, on any thread).
   void destroyed(Id id) {
@@ -137,7 +139,8 @@ class Ledger {
     if (e.refs) error_locked(fmt::format("owner {} destroyed while {} consumer(s) may use it", id, e.refs));
     std::uint64_t done = completed.load(std::memory_order_acquire);
     if (e.last_launch > done)
-      error_locked(fmt::format("owner {} destroyed while launch {} may still use it ({} completed)", id, e.last_launch, done));
+      error_locked(fmt::format("owner {} destroyed while launch {} may still use it ({} completed)", id,
+                               e.last_launch, done));
   }
 
   /// Owners not destroyed yet, and owners destroyed more than once.
@@ -230,20 +233,35 @@ class Tracked {
 // ----------------------------------------------------------------------------- the model
 
 enum class Kind : std::uint8_t {
-  scale, axpy, setcond, memset, memcpy, host, record, wait, empty, child, cond, alloc, free, sink
+  scale,
+  axpy,
+  setcond,
+  memset,
+  memcpy,
+  host,
+  record,
+  wait,
+  empty,
+  child,
+  cond,
+  alloc,
+  free,
+  sink
 };
 
 using ScaleNode = tether::Node<tether::KernelNode<float*, float, int>>;
 using AxpyNode = tether::Node<tether::KernelNode<float*, const float*, float, int>>;
 using CondKernelNode = tether::Node<tether::KernelNode<unsigned long long, unsigned>>;
-using Handle = std::variant<std::monostate, ScaleNode, AxpyNode, CondKernelNode, tether::Node<tether::MemsetNode>,
-                            tether::Node<tether::MemcpyNode>, tether::Node<tether::HostNode>,
-                            tether::Node<tether::EventRecordNode>, tether::Node<tether::EventWaitNode>,
-                            tether::Node<tether::EmptyNode>, tether::Node<tether::ChildNode>,
-                            tether::Node<tether::ConditionalNode>, tether::Node<tether::MemAllocNode>,
-                            tether::Node<tether::MemFreeNode>>;
+using Handle = std::variant<std::monostate, ScaleNode, AxpyNode, CondKernelNode,
+                            tether::Node<tether::MemsetNode>, tether::Node<tether::MemcpyNode>,
+                            tether::Node<tether::HostNode>, tether::Node<tether::EventRecordNode>,
+                            tether::Node<tether::EventWaitNode>, tether::Node<tether::EmptyNode>,
+                            tether::Node<tether::ChildNode>, tether::Node<tether::ConditionalNode>,
+                            tether::Node<tether::MemAllocNode>, tether::Node<tether::MemFreeNode>>;
 
-inline bool has_handle(const Handle& h) { return !std::holds_alternative<std::monostate>(h); }
+inline bool has_handle(const Handle& h) {
+  return !std::holds_alternative<std::monostate>(h);
+}
 inline bool handle_valid(const Handle& h) {
   return std::visit(
       [](const auto& n) {
@@ -269,25 +287,28 @@ inline int node_type(Kind k) {
   switch (k) {
     case Kind::scale:
     case Kind::axpy:
-    case Kind::setcond: return 0;
-    case Kind::sink: return static_cast<int>(Kind::host);
-    default: return static_cast<int>(k);
+    case Kind::setcond:
+      return 0;
+    case Kind::sink:
+      return static_cast<int>(Kind::host);
+    default:
+      return static_cast<int>(k);
   }
 }
 
 struct MNode {
   std::uint64_t key = 0;  // unique, increasing in creation order
   Kind kind = Kind::empty;
-  Handle h;               // none for nodes copied by embed
-  Ids ids;                // tracked owners of the current version
-  std::vector<int> boxes; // child copy / conditional bodies
-  bool fixed = false;     // the sink, a while body's condition setter: never changed by the generator
+  Handle h;                // none for nodes copied by embed
+  Ids ids;                 // tracked owners of the current version
+  std::vector<int> boxes;  // child copy / conditional bodies
+  bool fixed = false;      // the sink, a while body's condition setter: never changed by the generator
 };
 
 struct MBox {
   int graph = -1;
   int depth = 0;
-  bool body = false;      // a conditional body or inside one
+  bool body = false;  // a conditional body or inside one
   bool alive = false;
   std::vector<MNode> nodes;  // creation order (the driver's order)
   std::set<std::pair<std::uint64_t, std::uint64_t>> edges;
@@ -298,7 +319,7 @@ struct MBox {
 
 struct MGraph {
   bool alive = false;
-  bool launchable = false;  // has a sink; instantiated and launched
+  bool launchable = false;         // has a sink; instantiated and launched
   std::optional<tether::Graph> g;  // dropped for a "headless" graph kept alive by its views
   int root = -1;
 };
@@ -307,8 +328,8 @@ struct MExec {
   bool alive = false;
   std::optional<tether::GraphExec> x;
   int source = -1;
-  std::vector<Ids> top;    // owners used per top-level node (with its nested graphs)
-  std::vector<int> types;  // node type per top-level node
+  std::vector<Ids> top;                          // owners used per top-level node (with its nested graphs)
+  std::vector<int> types;                        // node type per top-level node
   std::unordered_map<std::uint64_t, int> index;  // source node key -> top-level index
 };
 
@@ -318,7 +339,7 @@ struct Result {
   std::uint64_t sequences = 0;
   std::uint64_t owners = 0;
   std::uint64_t launches = 0;
-  std::vector<std::string> failures;  // "sequence i (seed s): ..." per failing sequence
+  std::vector<std::string> failures;            // "sequence i (seed s): ..." per failing sequence
   std::map<std::string, std::uint64_t> counts;  // operations (and outcomes) by name
 };
 
@@ -327,7 +348,6 @@ struct Options {
   std::uint64_t operations = 50000;
   std::uint64_t seed = 1;
   std::uint64_t per_sequence = 400;  // operations per sequence (the last one may be shorter)
-  bool verbose = false;
 };
 
 class Checker {
@@ -404,9 +424,10 @@ class Checker {
   void fail(std::string msg) { failures_.push_back(fmt::format("op {}: {}", op_, msg)); }
   void count(const std::string& what) { ++(*counts_)[what]; }
   static const char* name(Kind k) {
-    static const char* const names[] = {"kernel (scale)", "kernel (axpy)", "kernel (condition)", "memset", "memcpy",
-                                        "host",           "event record",  "event wait",         "empty",  "child graph",
-                                        "conditional",    "memory alloc",  "memory free",        "sink"};
+    static const char* const names[] = {
+        "kernel (scale)", "kernel (axpy)", "kernel (condition)", "memset", "memcpy",
+        "host",           "event record",  "event wait",         "empty",  "child graph",
+        "conditional",    "memory alloc",  "memory free",        "sink"};
     return names[static_cast<int>(k)];
   }
 
@@ -450,28 +471,32 @@ class Checker {
     auto [alive, twice] = ledger_->unsettled();
     if (alive) fail(fmt::format("{} owner(s) never destroyed after every consumer was gone", alive));
     if (twice) fail(fmt::format("{} owner(s) destroyed more than once", twice));
-    if (std::size_t c = ledger_->claimed()) fail(fmt::format("model error: {} owner(s) still claimed after teardown", c));
+    if (std::size_t c = ledger_->claimed())
+      fail(fmt::format("model error: {} owner(s) still claimed after teardown", c));
     auto settled = [&] {
       tether::sim::Stats st = tether::sim::stats();
       return tether::detail::NodeAttachment::live() == attachments_ &&
              tether::detail::ExecAccumulator::live() == accumulators_ && st.graphs == stats_.graphs &&
              st.execs == stats_.execs && st.user_objects == stats_.user_objects &&
-             st.device_allocations == stats_.device_allocations && st.host_allocations == stats_.host_allocations &&
-             st.events == stats_.events;
+             st.device_allocations == stats_.device_allocations &&
+             st.host_allocations == stats_.host_allocations && st.events == stats_.events;
     };
     while (!settled() && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     if (!settled()) {
       tether::sim::Stats st = tether::sim::stats();
-      fail(fmt::format("not back to the start: attachments {} -> {}, accumulators {} -> {}, graphs {} -> {}, execs {} -> "
-                       "{}, user objects {} -> {}, device allocations {} -> {}, host allocations {} -> {}, events {} -> {}",
-                       attachments_, tether::detail::NodeAttachment::live(), accumulators_,
-                       tether::detail::ExecAccumulator::live(), stats_.graphs, st.graphs, stats_.execs, st.execs,
-                       stats_.user_objects, st.user_objects, stats_.device_allocations, st.device_allocations,
-                       stats_.host_allocations, st.host_allocations, stats_.events, st.events));
+      fail(fmt::format(
+          "not back to the start: attachments {} -> {}, accumulators {} -> {}, graphs {} -> {}, execs {} -> "
+          "{}, user objects {} -> {}, device allocations {} -> {}, host allocations {} -> {}, events {} -> "
+          "{}",
+          attachments_, tether::detail::NodeAttachment::live(), accumulators_,
+          tether::detail::ExecAccumulator::live(), stats_.graphs, st.graphs, stats_.execs, st.execs,
+          stats_.user_objects, st.user_objects, stats_.device_allocations, st.device_allocations,
+          stats_.host_allocations, st.host_allocations, stats_.events, st.events));
     }
     for (const tether::sim::Violation& v : tether::sim::violations())
-      fail(fmt::format("simulator violation {} in {}: {}", tether::sim::to_string(v.kind), v.entry_point, v.detail));
+      fail(fmt::format("simulator violation {} in {}: {}", tether::sim::to_string(v.kind), v.entry_point,
+                       v.detail));
     tether::sim::clear_violations();
   }
 
@@ -484,8 +509,12 @@ class Checker {
     return b;
   }
   // A pool buffer, or a fresh one that only the node will keep alive.
-  tether::SharedBuffer<float> buf() { return rng_->chance(0.3) ? fresh_buffer(1.0f) : pool_[rng_->below(pool_.size())]; }
-  tether::Event event() { return rng_->chance(0.2) ? ctx_.make_event() : events_[rng_->below(events_.size())]; }
+  tether::SharedBuffer<float> buf() {
+    return rng_->chance(0.3) ? fresh_buffer(1.0f) : pool_[rng_->below(pool_.size())];
+  }
+  tether::Event event() {
+    return rng_->chance(0.2) ? ctx_.make_event() : events_[rng_->below(events_.size())];
+  }
   float value() { return static_cast<float>(rng_->below(4)); }
 
   // New tracked owners (0 to 2), for a node version.
@@ -518,7 +547,8 @@ class Checker {
       auto sink = e.host(sink_fn());
       auto h = e.host([open = gate_open_] {
         auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-        while (!open->load() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::microseconds(50));
+        while (!open->load() && std::chrono::steady_clock::now() < until)
+          std::this_thread::sleep_for(std::chrono::microseconds(50));
       });
       e.connect(h, sink);
     });
@@ -593,7 +623,8 @@ class Checker {
 
   // Copies box `src` (a graph being embedded or cloned) into a new box of `graph`, with new keys.
   // `handles`: map a source handle to the copy's (clone), or drop handles (embed).
-  int copy_box(int src, int graph, int depth, bool body, const std::function<Handle(const Handle&)>& handles) {
+  int copy_box(int src, int graph, int depth, bool body,
+               const std::function<Handle(const Handle&)>& handles) {
     int bi = new_box(graph, depth, body);
     std::unordered_map<std::uint64_t, std::uint64_t> keys;
     std::vector<MNode> nodes;
@@ -635,7 +666,8 @@ class Checker {
       MBox& b = boxes_[bi];
       if (b.graph != gi) continue;
       bool view_valid = b.gview ? b.gview->valid() : b.bview ? b.bview->valid() : b.alive;
-      if (view_valid != b.alive) fail(fmt::format("box {}: view valid {} but the model says alive {}", bi, view_valid, b.alive));
+      if (view_valid != b.alive)
+        fail(fmt::format("box {}: view valid {} but the model says alive {}", bi, view_valid, b.alive));
       if (!b.alive) continue;
       if (b.editable()) {
         std::size_t count = b.gview ? b.gview->node_count() : b.bview->node_count();
@@ -643,7 +675,8 @@ class Checker {
           fail(fmt::format("box {}: {} nodes, the model has {}", bi, count, b.nodes.size()));
       }
       for (const MNode& n : b.nodes)
-        if (has_handle(n.h) && !handle_valid(n.h)) fail(fmt::format("node {} of box {}: handle invalid, model alive", n.key, bi));
+        if (has_handle(n.h) && !handle_valid(n.h))
+          fail(fmt::format("node {} of box {}: handle invalid, model alive", n.key, bi));
     }
   }
 
@@ -669,7 +702,8 @@ class Checker {
         {live_execs ? 8 : 0, &Checker::op_exec_update_node, "per-node executable update"},
         {live_execs ? 4 : 0, &Checker::op_exec_update_whole, "whole executable update"},
         {live_execs ? 2 : 0, &Checker::op_exec_update_child, "child graph executable update"},
-        {live_execs ? 1 : 0, &Checker::op_exec_update_foreign, "executable update naming another graph's node"},
+        {live_execs ? 1 : 0, &Checker::op_exec_update_foreign,
+         "executable update naming another graph's node"},
         {live_execs ? 2 : 0, &Checker::op_enable, "enable/disable"},
         {live_execs ? 1 : 0, &Checker::op_upload, "upload"},
         {live_execs ? 2 : 0, &Checker::op_exec_reclaim, "executable reclaim"},
@@ -758,7 +792,8 @@ class Checker {
     try {
       c.emplace(graphs_[*gi].g->clone());
     } catch (const tether::DriverError& e) {
-      if (!refused || e.code() != tether::Errc::not_supported) fail(fmt::format("clone failed: {}", e.what()));
+      if (!refused || e.code() != tether::Errc::not_supported)
+        fail(fmt::format("clone failed: {}", e.what()));
       count("clone refused (conditional nodes)");
       compare(src);
       return;
@@ -800,10 +835,10 @@ class Checker {
   struct Op {
     enum Type { add, update, remove, connect, disconnect } type = add;
     int box = -1;
-    MNode node;                // add
+    MNode node;                       // add
     std::vector<std::uint64_t> deps;  // add
     std::uint64_t a = 0, b = 0;       // update/remove: a; connect/disconnect: a -> b
-    Ids ids;                   // update
+    Ids ids;                          // update
   };
   static Op make_op(typename Op::Type t) {
     Op op;
@@ -915,10 +950,12 @@ class Checker {
           }
           break;
         case Op::connect:
-          if (find(op.a) && find(op.b)) boxes_[static_cast<std::size_t>(where_[op.a])].edges.emplace(op.a, op.b);
+          if (find(op.a) && find(op.b))
+            boxes_[static_cast<std::size_t>(where_[op.a])].edges.emplace(op.a, op.b);
           break;
         case Op::disconnect:
-          if (find(op.a) && find(op.b)) boxes_[static_cast<std::size_t>(where_[op.a])].edges.erase({op.a, op.b});
+          if (find(op.a) && find(op.b))
+            boxes_[static_cast<std::size_t>(where_[op.a])].edges.erase({op.a, op.b});
           break;
       }
     }
@@ -939,7 +976,8 @@ class Checker {
   }
   const MBox& box(int bi) const { return boxes_[static_cast<std::size_t>(bi)]; }
   bool launchable_root(const EditState& st, int bi) const {
-    return graphs_[static_cast<std::size_t>(st.graph)].launchable && graphs_[static_cast<std::size_t>(st.graph)].root == bi;
+    return graphs_[static_cast<std::size_t>(st.graph)].launchable &&
+           graphs_[static_cast<std::size_t>(st.graph)].root == bi;
   }
 
   template <class E>
@@ -987,7 +1025,10 @@ class Checker {
   // of a launchable graph is connected to the sink.
   template <class E>
   std::uint64_t added(E& e, EditState& st, int bi, MNode n, const std::vector<std::uint64_t>& deps) {
-    count(std::string("edit: add ") + name(n.kind) + (box(bi).body ? " in a body" : box(bi).depth ? " in a child graph" : ""));
+    count(std::string("edit: add ") + name(n.kind) +
+          (box(bi).body    ? " in a body"
+           : box(bi).depth ? " in a child graph"
+                           : ""));
     n.key = next_key_++;
     const std::uint64_t key = n.key;
     auto& edges = edges_now(st, bi);
@@ -1029,19 +1070,20 @@ class Checker {
     const bool memory = graphs_[static_cast<std::size_t>(st.graph)].launchable && rng_->chance(0.06);
     auto bi = insertion_box(st, memory);
     if (!bi) return;
-    if constexpr (std::is_same_v<E, tether::Edit>) if (memory) {
-      // A graph memory allocation and its free (top level of a launchable graph only). Nothing
-      // reads the memory: the simulator backs it only while the allocation node exists.
-      MNode a, f;
-      a.kind = Kind::alloc;
-      f.kind = Kind::free;
-      auto r = e.in(*box(*bi).gview).keeping(owners(a.ids)).template alloc<float>(4);
-      a.h = r.node;
-      f.h = e.after(r.node).keeping(owners(f.ids)).free(r.memory);
-      std::uint64_t ak = added(e, st, *bi, std::move(a), {});
-      added(e, st, *bi, std::move(f), {ak});
-      return;
-    }
+    if constexpr (std::is_same_v<E, tether::Edit>)
+      if (memory) {
+        // A graph memory allocation and its free (top level of a launchable graph only). Nothing
+        // reads the memory: the simulator backs it only while the allocation node exists.
+        MNode a, f;
+        a.kind = Kind::alloc;
+        f.kind = Kind::free;
+        auto r = e.in(*box(*bi).gview).keeping(owners(a.ids)).template alloc<float>(4);
+        a.h = r.node;
+        f.h = e.after(r.node).keeping(owners(f.ids)).free(r.memory);
+        std::uint64_t ak = added(e, st, *bi, std::move(a), {});
+        added(e, st, *bi, std::move(f), {ak});
+        return;
+      }
     // Conditional bodies take kernel, memset, memcpy and empty nodes (and child graphs and
     // conditionals: edit_embed, edit_conditional); other graphs every kind.
     const bool body = box(*bi).body;
@@ -1052,11 +1094,15 @@ class Checker {
       switch (kind) {
         case 0:
           n.kind = Kind::scale;
-          n.h = std::move(ins).keeping(owners(n.ids)).launch(k_.scale, tether::Grid{1}, tether::Block{4}, buf(), value(), 4);
+          n.h = std::move(ins)
+                    .keeping(owners(n.ids))
+                    .launch(k_.scale, tether::Grid{1}, tether::Block{4}, buf(), value(), 4);
           break;
         case 1:
           n.kind = Kind::axpy;
-          n.h = std::move(ins).keeping(owners(n.ids)).launch(k_.axpy, tether::Grid{1}, tether::Block{4}, buf(), buf(), value(), 4);
+          n.h = std::move(ins)
+                    .keeping(owners(n.ids))
+                    .launch(k_.axpy, tether::Grid{1}, tether::Block{4}, buf(), buf(), value(), 4);
           break;
         case 2:
           n.kind = Kind::memset;
@@ -1097,27 +1143,41 @@ class Checker {
   template <class E>
   void edit_update(E& e, EditState& st) {
     auto ci = pick(st.cands, [](const Cand& c) {
-      return !c.fixed && (c.kind == Kind::scale || c.kind == Kind::axpy || c.kind == Kind::memset || c.kind == Kind::memcpy ||
-                          c.kind == Kind::host || c.kind == Kind::record || c.kind == Kind::wait);
+      return !c.fixed && (c.kind == Kind::scale || c.kind == Kind::axpy || c.kind == Kind::memset ||
+                          c.kind == Kind::memcpy || c.kind == Kind::host || c.kind == Kind::record ||
+                          c.kind == Kind::wait);
     });
     if (!ci) return;
     const Cand c = st.cands[*ci];
     Op op = make_op(Op::update);
     op.a = c.key;
     switch (c.kind) {
-      case Kind::scale: e.update(std::get<ScaleNode>(c.h), tether::Grid{1}, tether::Block{4}, buf(), value(), 4); break;
-      case Kind::axpy: e.update(std::get<AxpyNode>(c.h), tether::Grid{1}, tether::Block{4}, buf(), buf(), value(), 4); break;
+      case Kind::scale:
+        e.update(std::get<ScaleNode>(c.h), tether::Grid{1}, tether::Block{4}, buf(), value(), 4);
+        break;
+      case Kind::axpy:
+        e.update(std::get<AxpyNode>(c.h), tether::Grid{1}, tether::Block{4}, buf(), buf(), value(), 4);
+        break;
       case Kind::memset:
         if (rng_->chance(0.3))
           e.update(std::get<tether::Node<tether::MemsetNode>>(c.h), ctx_.alloc<float>(4), value());
         else
           e.update(std::get<tether::Node<tether::MemsetNode>>(c.h), buf(), value());
         break;
-      case Kind::memcpy: e.update(std::get<tether::Node<tether::MemcpyNode>>(c.h), buf(), buf()); break;
-      case Kind::host: e.update(std::get<tether::Node<tether::HostNode>>(c.h), host_fn(op.ids)); break;
-      case Kind::record: e.update(std::get<tether::Node<tether::EventRecordNode>>(c.h), event()); break;
-      case Kind::wait: e.update(std::get<tether::Node<tether::EventWaitNode>>(c.h), event()); break;
-      default: return;
+      case Kind::memcpy:
+        e.update(std::get<tether::Node<tether::MemcpyNode>>(c.h), buf(), buf());
+        break;
+      case Kind::host:
+        e.update(std::get<tether::Node<tether::HostNode>>(c.h), host_fn(op.ids));
+        break;
+      case Kind::record:
+        e.update(std::get<tether::Node<tether::EventRecordNode>>(c.h), event());
+        break;
+      case Kind::wait:
+        e.update(std::get<tether::Node<tether::EventWaitNode>>(c.h), event());
+        break;
+      default:
+        return;
     }
     count(std::string("edit: update ") + name(c.kind));
     st.ops.push_back(std::move(op));
@@ -1140,7 +1200,8 @@ class Checker {
   }
 
   // Whether `to` is reachable from `from` over `edges`.
-  static bool reaches(const std::set<std::pair<std::uint64_t, std::uint64_t>>& edges, std::uint64_t from, std::uint64_t to) {
+  static bool reaches(const std::set<std::pair<std::uint64_t, std::uint64_t>>& edges, std::uint64_t from,
+                      std::uint64_t to) {
     std::vector<std::uint64_t> todo{from};
     std::set<std::uint64_t> seen;
     while (!todo.empty()) {
@@ -1148,7 +1209,8 @@ class Checker {
       todo.pop_back();
       if (n == to) return true;
       if (!seen.insert(n).second) continue;
-      for (auto it = edges.lower_bound({n, 0}); it != edges.end() && it->first == n; ++it) todo.push_back(it->second);
+      for (auto it = edges.lower_bound({n, 0}); it != edges.end() && it->first == n; ++it)
+        todo.push_back(it->second);
     }
     return false;
   }
@@ -1231,7 +1293,8 @@ class Checker {
     if (!ok) return;
     n.h = r.node;
     const MBox& target = box(*bi);
-    int cb = copy_box(graphs_[static_cast<std::size_t>(src)].root, st.graph, target.depth + 1, target.body, {});
+    int cb =
+        copy_box(graphs_[static_cast<std::size_t>(src)].root, st.graph, target.depth + 1, target.body, {});
     boxes_[static_cast<std::size_t>(cb)].gview = r.graph;
     mark_pending(st, cb);
     n.boxes.push_back(cb);
@@ -1264,10 +1327,12 @@ class Checker {
       if (k >= st.first_key) return;
     MNode n;
     n.kind = Kind::child;
-    tether::EmbedResult r = e.replace(std::get<tether::Node<tether::ChildNode>>(old.h), *graphs_[static_cast<std::size_t>(src)].g);
+    tether::EmbedResult r = e.replace(std::get<tether::Node<tether::ChildNode>>(old.h),
+                                      *graphs_[static_cast<std::size_t>(src)].g);
     n.h = r.node;
     const MBox& target = box(old.box);
-    int cb = copy_box(graphs_[static_cast<std::size_t>(src)].root, st.graph, target.depth + 1, target.body, {});
+    int cb =
+        copy_box(graphs_[static_cast<std::size_t>(src)].root, st.graph, target.depth + 1, target.body, {});
     boxes_[static_cast<std::size_t>(cb)].gview = r.graph;
     mark_pending(st, cb);
     n.boxes.push_back(cb);
@@ -1312,7 +1377,8 @@ class Checker {
     std::vector<int> c;
     for (int bi : st.boxes) {
       const MBox& b = box(bi);
-      if (b.depth <= 2 && (bi == graphs_[static_cast<std::size_t>(st.graph)].root || b.bview)) c.push_back(bi);
+      if (b.depth <= 2 && (bi == graphs_[static_cast<std::size_t>(st.graph)].root || b.bview))
+        c.push_back(bi);
     }
     if (c.empty()) return;
     const int bi = c[rng_->below(c.size())];
@@ -1383,7 +1449,9 @@ class Checker {
       if (!rng_->chance(0.6)) continue;
       MNode m;
       m.kind = Kind::scale;
-      m.h = e.in(*box(nb).bview).keeping(owners(m.ids)).launch(k_.scale, tether::Grid{1}, tether::Block{4}, buf(), value(), 4);
+      m.h = e.in(*box(nb).bview)
+                .keeping(owners(m.ids))
+                .launch(k_.scale, tether::Grid{1}, tether::Block{4}, buf(), value(), 4);
       added(e, st, nb, std::move(m), {});
     }
   }
@@ -1505,8 +1573,8 @@ class Checker {
     if (!xi) return;
     MExec& x = execs_[*xi];
     auto t = exec_node(x, [](Kind k) {
-      return k == Kind::scale || k == Kind::axpy || k == Kind::memset || k == Kind::memcpy || k == Kind::host ||
-             k == Kind::record || k == Kind::wait;
+      return k == Kind::scale || k == Kind::axpy || k == Kind::memset || k == Kind::memcpy ||
+             k == Kind::host || k == Kind::record || k == Kind::wait;
     });
     if (!t) return;
     auto [n, i] = *t;
@@ -1528,11 +1596,20 @@ class Checker {
               else
                 x.x->update(std::get<tether::Node<tether::MemsetNode>>(h), buf(), value());
               break;
-            case Kind::memcpy: x.x->update(std::get<tether::Node<tether::MemcpyNode>>(h), buf(), buf()); break;
-            case Kind::host: x.x->update(std::get<tether::Node<tether::HostNode>>(h), host_fn(fresh)); break;
-            case Kind::record: x.x->update(std::get<tether::Node<tether::EventRecordNode>>(h), event()); break;
-            case Kind::wait: x.x->update(std::get<tether::Node<tether::EventWaitNode>>(h), event()); break;
-            default: break;
+            case Kind::memcpy:
+              x.x->update(std::get<tether::Node<tether::MemcpyNode>>(h), buf(), buf());
+              break;
+            case Kind::host:
+              x.x->update(std::get<tether::Node<tether::HostNode>>(h), host_fn(fresh));
+              break;
+            case Kind::record:
+              x.x->update(std::get<tether::Node<tether::EventRecordNode>>(h), event());
+              break;
+            case Kind::wait:
+              x.x->update(std::get<tether::Node<tether::EventWaitNode>>(h), event());
+              break;
+            default:
+              break;
           }
         },
         fresh, true);
@@ -1554,7 +1631,11 @@ class Checker {
     Ids sub = graph_ids(src);
     fresh.insert(fresh.end(), sub.begin(), sub.end());
     exec_change(
-        x, i, [&] { x.x->update(std::get<tether::Node<tether::ChildNode>>(h), *graphs_[static_cast<std::size_t>(src)].g); },
+        x, i,
+        [&] {
+          x.x->update(std::get<tether::Node<tether::ChildNode>>(h),
+                      *graphs_[static_cast<std::size_t>(src)].g);
+        },
         fresh, false);
   }
 
@@ -1597,7 +1678,8 @@ class Checker {
     snapshot(g, top, types);
     for (const Ids& ids : x.top) ledger_->unclaim(ids);
     tether::UpdateResult r = x.x->update(*graphs_[*gi].g);
-    count(r ? "whole update applied" : "whole update refused (" + std::string(tether::to_string(r.reason)) + ")");
+    count(r ? "whole update applied"
+            : "whole update refused (" + std::string(tether::to_string(r.reason)) + ")");
     if (r) {
       if (top.size() != x.top.size()) fail("whole update succeeded with another node count");
       for (const Ids& ids : top) ledger_->claim(ids, "an executable (whole update)", true);
@@ -1616,7 +1698,9 @@ class Checker {
     auto xi = live_exec();
     if (!xi) return;
     MExec& x = execs_[*xi];
-    auto t = exec_node(x, [](Kind k) { return k == Kind::scale || k == Kind::axpy || k == Kind::memset || k == Kind::memcpy; });
+    auto t = exec_node(x, [](Kind k) {
+      return k == Kind::scale || k == Kind::axpy || k == Kind::memset || k == Kind::memcpy;
+    });
     if (!t) return;
     bool on = rng_->chance(0.5);
     std::visit(
@@ -1639,7 +1723,9 @@ class Checker {
     tether::sim::quiesce(std::chrono::seconds(5));
     tether::wait_reclaimed(std::chrono::seconds(5));
     std::vector<Id> l = ledger_->lingering();
-    if (!l.empty()) fail(fmt::format("{} owner(s) no graph uses any more are still alive (first: {})", l.size(), l.front()));
+    if (!l.empty())
+      fail(
+          fmt::format("{} owner(s) no graph uses any more are still alive (first: {})", l.size(), l.front()));
   }
   void op_reclaim() { tether::reclaim(); }
 

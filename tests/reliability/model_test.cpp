@@ -49,7 +49,9 @@ std::string report(const tether_model::Result& r) {
 
 TEST_SUITE_BEGIN("reliability");
 
-TEST_CASE_FIXTURE(DslFixture, "Random sequences of graph and executable operations keep every owner exactly as long as the model says a consumer may use it") {
+TEST_CASE_FIXTURE(DslFixture,
+                  "Random sequences of graph and executable operations keep every owner exactly as long as "
+                  "the model says a consumer may use it") {
   if (!simulated) {
     MESSAGE("the model checker needs the simulator (its violation log and stream accounting)");
     return;
@@ -71,8 +73,8 @@ TEST_CASE_FIXTURE(DslFixture, "Random sequences of graph and executable operatio
     all.launches += r.launches;
   }
   MESSAGE("model check: " << all.operations << " operations in " << all.sequences << " sequences ("
-                          << std::size(seeds) << " seeds), " << all.owners << " owners tracked, " << all.launches
-                          << " launches");
+                          << std::size(seeds) << " seeds), " << all.owners << " owners tracked, "
+                          << all.launches << " launches");
   CHECK(all.operations >= (TETHER_MODEL_TSAN ? 10000u : 50000u));
 }
 
@@ -109,7 +111,9 @@ TEST_CASE_FIXTURE(DslFixture, "The sequences that found library bugs pass") {
 // Found while writing the model (the model's "remove a child graph node, then add into its view in
 // the same edit" reaches it): the commit published the added node into the destroyed graph, so its
 // handle stayed valid and a later removal called cuGraphDestroyNode on a node of a destroyed graph.
-TEST_CASE_FIXTURE(DslFixture, "An edit that removes a child graph or conditional node and then adds into it leaves no valid handle to the added nodes") {
+TEST_CASE_FIXTURE(DslFixture,
+                  "An edit that removes a child graph or conditional node and then adds into it leaves no "
+                  "valid handle to the added nodes") {
   Graph src{ctx};
   src.edit([&](Edit& e) { e.empty(); });
   Graph g{ctx};
@@ -140,7 +144,9 @@ TEST_CASE_FIXTURE(DslFixture, "An edit that removes a child graph or conditional
 // Found while reviewing executables for the model: the executable named its source graph by a raw
 // pointer, so a graph made where the destroyed source had been passed the check, and the update
 // was applied to the executable with a node of an unrelated graph.
-TEST_CASE_FIXTURE(DslFixture, "A per-node executable update refuses a node of a graph made after the source graph was destroyed") {
+TEST_CASE_FIXTURE(
+    DslFixture,
+    "A per-node executable update refuses a node of a graph made after the source graph was destroyed") {
   SharedBuffer<float> x = buffer(4, 1.0f), y = buffer(4, 1.0f);
   std::optional<GraphExec> exec;
   for (int round = 0; round < 8; ++round) {  // the allocator usually reuses the address at once
@@ -159,6 +165,31 @@ TEST_CASE_FIXTURE(DslFixture, "A per-node executable update refuses a node of a 
   stream.synchronize();
   CHECK(read(x) == std::vector<float>(4, 2.0f));
   CHECK(read(y) == std::vector<float>(4, 1.0f));
+}
+
+// Found by the long model-check run (a launch looped forever in a while node): the simulator freed
+// a graph's conditional handles with the graph, while executables made from it still used them
+// (the real driver runs such executables: DRIVER_FACTS 8b). Before the fix the bodies below did
+// not run, or a launch in flight read freed memory.
+TEST_CASE_FIXTURE(DslFixture, "An executable's conditional nodes keep working after its graph is destroyed") {
+  SharedBuffer<float> x = buffer(1, 1.0f);
+  std::optional<GraphExec> exec;
+  {
+    Graph g{ctx};
+    g.edit([&](Edit& e) {
+      Condition loop = e.condition(1);
+      auto w = e.while_(loop);
+      e.in(w.body).launch(k.scale, Grid{1}, Block{1}, x, 2.0f, 1);
+      e.in(w.body).launch(k.set_condition, Grid{1}, Block{1}, loop.handle(), 0u);
+      Condition branch = e.condition(1);
+      auto i = e.after(w.node).if_(branch);
+      e.in(i.then_).launch(k.scale, Grid{1}, Block{1}, x, 3.0f, 1);
+    });
+    exec.emplace(g.instantiate());
+  }
+  for (int round = 0; round < 3; ++round) exec->launch(stream);
+  stream.synchronize();
+  CHECK(read(x) == std::vector<float>(1, 216.0f));  // (2 * 3)^3: each launch ran both bodies once
 }
 
 TEST_SUITE_END();

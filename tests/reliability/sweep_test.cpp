@@ -138,7 +138,8 @@ struct World {
   IfElseResult branches;
   WhileResult loop;
   SwitchResult cases;
-  std::vector<ScaleNode> in_bodies;  // kernels: bodies take kernel, memset, memcpy, empty, child and conditional nodes
+  std::vector<ScaleNode>
+      in_bodies;  // kernels: bodies take kernel, memset, memcpy, empty, child and conditional nodes
 
   // Buffers the operation moves into nodes (allocated by setup, so not counted).
   std::vector<DeviceBuffer<float>> fresh;
@@ -171,7 +172,9 @@ struct Counts {
   sim::Stats stats;
 };
 
-Counts counts() { return {detail::NodeAttachment::live(), detail::ExecAccumulator::live(), sim::stats()}; }
+Counts counts() {
+  return {detail::NodeAttachment::live(), detail::ExecAccumulator::live(), sim::stats()};
+}
 
 std::string differences(const Counts& a, const Counts& b) {
   std::string s;
@@ -231,7 +234,9 @@ class SweepFixture : public DslFixture {
   // embed(other); an executable of g, launched once.
   void plain(World& wd) {
     wd.inner.emplace(ctx);
-    wd.inner->edit([&](Edit& e) { e.after().keeping(Owners{wd.old_w()}).launch(k.fill, Grid{1}, Block{8}, w, 5.0f, 8); });
+    wd.inner->edit([&](Edit& e) {
+      e.after().keeping(Owners{wd.old_w()}).launch(k.fill, Grid{1}, Block{8}, w, 5.0f, 8);
+    });
     wd.other.emplace(ctx);
     wd.other->edit([&](Edit& e) {
       auto s = e.after().keeping(Owners{wd.old_w()}).memset(z, 3.0f);
@@ -261,11 +266,14 @@ class SweepFixture : public DslFixture {
     auto sc = [&](int i) { return scratch[static_cast<std::size_t>(i) % scratch.size()]; };
     wd.g->edit([&](Edit& e) {
       for (int i = 0; i < n; ++i) {
-        wd.scales.push_back(e.after().keeping(Owners{wd.old_w()}).launch(k.scale, Grid{1}, Block{4}, sc(i), 1.0f, 4));
-        wd.axpys.push_back(
-            e.after(wd.scales.back()).keeping(Owners{wd.old_w()}).launch(k.axpy, Grid{1}, Block{4}, sc(i + 1), sc(i + 2), 0.0f, 4));
+        wd.scales.push_back(
+            e.after().keeping(Owners{wd.old_w()}).launch(k.scale, Grid{1}, Block{4}, sc(i), 1.0f, 4));
+        wd.axpys.push_back(e.after(wd.scales.back())
+                               .keeping(Owners{wd.old_w()})
+                               .launch(k.axpy, Grid{1}, Block{4}, sc(i + 1), sc(i + 2), 0.0f, 4));
         wd.memsets.push_back(e.after().keeping(Owners{wd.old_w()}).memset(sc(i + 3), 1.0f));
-        wd.memcpys.push_back(e.after(wd.memsets.back()).keeping(Owners{wd.old_w()}).memcpy(sc(i + 4), sc(i + 5)));
+        wd.memcpys.push_back(
+            e.after(wd.memsets.back()).keeping(Owners{wd.old_w()}).memcpy(sc(i + 4), sc(i + 5)));
         wd.hosts.push_back(e.after().host([o = wd.old_w()] {}));
         wd.records.push_back(e.after().keeping(Owners{wd.old_w()}).record(e1));
         wd.waits.push_back(e.after(wd.records.back()).keeping(Owners{wd.old_w()}).wait(e1));
@@ -277,16 +285,20 @@ class SweepFixture : public DslFixture {
       }
       Condition c1 = e.condition(1);
       wd.branches = e.after().keeping(Owners{wd.old_w()}).if_else(c1);
-      wd.in_bodies.push_back(e.in(wd.branches.then_).keeping(Owners{wd.old_w()}).launch(k.scale, Grid{1}, Block{4}, sc(7), 1.0f, 4));
+      wd.in_bodies.push_back(e.in(wd.branches.then_)
+                                 .keeping(Owners{wd.old_w()})
+                                 .launch(k.scale, Grid{1}, Block{4}, sc(7), 1.0f, 4));
       e.in(wd.branches.then_).keeping(Owners{wd.old_w()}).launch(k.scale, Grid{1}, Block{4}, sc(6), 1.0f, 4);
       e.in(wd.branches.else_).keeping(Owners{wd.old_w()}).empty();
       Condition c2 = e.condition(0);
       wd.loop = e.after().while_(c2);
-      wd.in_bodies.push_back(e.in(wd.loop.body).keeping(Owners{wd.old_w()}).launch(k.scale, Grid{1}, Block{4}, sc(7), 1.0f, 4));
+      wd.in_bodies.push_back(
+          e.in(wd.loop.body).keeping(Owners{wd.old_w()}).launch(k.scale, Grid{1}, Block{4}, sc(7), 1.0f, 4));
       Condition c3 = e.condition(2);
       wd.cases = e.after().switch_(c3, 3);
       for (BodyRef& b : wd.cases.cases)
-        wd.in_bodies.push_back(e.in(b).keeping(Owners{wd.old_w()}).launch(k.scale, Grid{1}, Block{4}, sc(7), 1.0f, 4));
+        wd.in_bodies.push_back(
+            e.in(b).keeping(Owners{wd.old_w()}).launch(k.scale, Grid{1}, Block{4}, sc(7), 1.0f, 4));
     });
     wd.exec.emplace(wd.g->instantiate());  // replaces the plain one
     wd.exec->launch(stream);
@@ -307,13 +319,13 @@ class SweepFixture : public DslFixture {
     for (const detail::Box& b : h.boxes) {
       if (b.retired.load()) continue;
       std::size_t n = 0;
-      detail::call<detail::Entry::cuGraphGetEdges>(table(), "counting edges", b.graph, static_cast<CUgraphNode*>(nullptr),
-                                                   static_cast<CUgraphNode*>(nullptr),
-                                                   static_cast<CUgraphEdgeData*>(nullptr), &n);
+      detail::call<detail::Entry::cuGraphGetEdges>(
+          table(), "counting edges", b.graph, static_cast<CUgraphNode*>(nullptr),
+          static_cast<CUgraphNode*>(nullptr), static_cast<CUgraphEdgeData*>(nullptr), &n);
       std::vector<CUgraphNode> from(n), to(n);
       if (n)
-        detail::call<detail::Entry::cuGraphGetEdges>(table(), "reading edges", b.graph, from.data(), to.data(),
-                                                     static_cast<CUgraphEdgeData*>(nullptr), &n);
+        detail::call<detail::Entry::cuGraphGetEdges>(table(), "reading edges", b.graph, from.data(),
+                                                     to.data(), static_cast<CUgraphEdgeData*>(nullptr), &n);
       for (std::size_t i = 0; i < n; ++i) p.edges.emplace_back(from[i], to[i]);
     }
     std::sort(p.edges.begin(), p.edges.end());
@@ -371,8 +383,10 @@ class SweepFixture : public DslFixture {
       leaked_accumulators += wd.leaked_accumulators;
       holder.reset();
       // What a refused destroy leaked is the caller's to destroy (as the process would at exit).
-      if (leaked_exec) detail::call<detail::Entry::cuGraphExecDestroy>(table(), "destroying a leaked exec", leaked_exec);
-      if (leaked_graph) detail::call<detail::Entry::cuGraphDestroy>(table(), "destroying a leaked graph", leaked_graph);
+      if (leaked_exec)
+        detail::call<detail::Entry::cuGraphExecDestroy>(table(), "destroying a leaked exec", leaked_exec);
+      if (leaked_graph)
+        detail::call<detail::Entry::cuGraphDestroy>(table(), "destroying a leaked graph", leaked_graph);
       stream.synchronize();
       CHECK(eventually([&] { return old_log->destroyed.load() == old_made; }));
       CHECK(eventually([&] { return new_log->destroyed.load() == new_made; }));
@@ -453,7 +467,9 @@ class SweepFixture : public DslFixture {
             CHECK(after.graphs[i].nodes == before.graphs[i].nodes);
             CHECK(after.graphs[i].edges == before.graphs[i].edges);
             CHECK_MESSAGE(after.graphs[i].metadata == before.graphs[i].metadata,
-                          "before:\n" << before.graphs[i].metadata << "after:\n" << after.graphs[i].metadata);
+                          "before:\n"
+                              << before.graphs[i].metadata << "after:\n"
+                              << after.graphs[i].metadata);
           }
           CHECK(after.exec_versions == before.exec_versions);
           // The owners of the operation are released; the earlier ones are all there.
@@ -462,11 +478,13 @@ class SweepFixture : public DslFixture {
           Counts expected = counts_before;
           expected.stats.device_allocations -= static_cast<std::size_t>(wd.fresh_moved);
           bool back = eventually([&] { return differences(expected, counts()).empty(); });
-          CHECK_MESSAGE(back, "not back to the counts before the operation:" << differences(expected, counts()));
+          CHECK_MESSAGE(back,
+                        "not back to the counts before the operation:" << differences(expected, counts()));
           if (sc.thrown) sc.thrown(wd);
         } else {
           ++reported;
-          CHECK_MESSAGE(reps.size() == 1, "a failure of " << entry << " #" << nth << " was neither thrown nor reported once ("
+          CHECK_MESSAGE(reps.size() == 1, "a failure of " << entry << " #" << nth
+                                                          << " was neither thrown nor reported once ("
                                                           << reps.size() << " reports)");
           wd.reports = reps;
           if (sc.completed) sc.completed(wd);
@@ -479,7 +497,8 @@ class SweepFixture : public DslFixture {
     totals.injected += injected;
     totals.thrown += thrown;
     totals.reported += reported;
-    totals.lines.push_back(fmt::format("  {}: {} calls, {} thrown, {} reported", sc.name, total_calls, thrown, reported));
+    totals.lines.push_back(
+        fmt::format("  {}: {} calls, {} thrown, {} reported", sc.name, total_calls, thrown, reported));
   }
 };
 
@@ -507,8 +526,11 @@ std::vector<Scenario> scenarios(SweepFixture& f) {
                   [&f, n, sc](World& wd) {
                     wd.g->edit([&](Edit& e) {
                       for (int i = 0; i < n; ++i) {
-                        auto a = e.after(wd.set).keeping(Owners{wd.new_w()}).launch(f.k.fill, Grid{1}, Block{4}, sc(i), 1.0f, 4);
-                        auto b = e.after(a).launch(f.k.axpy, Grid{1}, Block{4}, sc(i + 1), sc(i + 2), 0.5f, 4);
+                        auto a = e.after(wd.set)
+                                     .keeping(Owners{wd.new_w()})
+                                     .launch(f.k.fill, Grid{1}, Block{4}, sc(i), 1.0f, 4);
+                        auto b =
+                            e.after(a).launch(f.k.axpy, Grid{1}, Block{4}, sc(i + 1), sc(i + 2), 0.5f, 4);
                         auto c = e.after().keeping(Owners{wd.new_w()}).memset(wd.take_fresh(), 2.0f);
                         auto d = e.after(c).keeping(Owners{wd.new_w()}).memcpy(wd.take_fresh(), sc(i + 3));
                         auto h = e.after(b, wd.kn).host([o = wd.new_w()] {});
@@ -526,33 +548,34 @@ std::vector<Scenario> scenarios(SweepFixture& f) {
                   still_runs,
                   {}});
 
-  list.push_back({"an edit adding if, if/else, while and switch nodes with bodies",
-                  plain,
-                  [&f, n, sc](World& wd) {
-                    wd.g->edit([&](Edit& e) {
-                      for (int i = 0; i < std::max(1, n / 2); ++i) {
-                        Condition c = e.condition(1);
-                        auto ie = e.after(wd.kn).keeping(Owners{wd.new_w()}).if_else(c);
-                        e.in(ie.then_).keeping(Owners{wd.new_w()}).launch(f.k.scale, Grid{1}, Block{4}, sc(i), 1.0f, 4);
-                        auto hb = e.in(ie.then_).keeping(Owners{wd.new_w()}).empty();
-                        e.after(hb).keeping(Owners{wd.new_w()}).memset(sc(i + 1), 1.0f);
-                        e.in(ie.else_).keeping(Owners{wd.new_w()}).empty();
-                        Condition c2 = e.condition(0);
-                        auto wl = e.after().while_(c2);
-                        e.in(wl.body).keeping(Owners{wd.new_w()}).memcpy(sc(i + 2), sc(i + 3));
-                        Condition c3 = e.condition(1);
-                        auto sw = e.after().keeping(Owners{wd.new_w()}).switch_(c3, 3);
-                        for (BodyRef& b : sw.cases) e.in(b).keeping(Owners{wd.new_w()}).empty();
-                        // A conditional inside a body, with its own condition.
-                        auto ib = e.in(sw.cases[1]);
-                        Condition c4 = ib.condition(1);
-                        auto nested = e.in(sw.cases[1]).if_(c4);
-                        e.in(nested.then_).keeping(Owners{wd.new_w()}).empty();
-                      }
-                    });
-                  },
-                  still_runs,
-                  {}});
+  list.push_back(
+      {"an edit adding if, if/else, while and switch nodes with bodies",
+       plain,
+       [&f, n, sc](World& wd) {
+         wd.g->edit([&](Edit& e) {
+           for (int i = 0; i < std::max(1, n / 2); ++i) {
+             Condition c = e.condition(1);
+             auto ie = e.after(wd.kn).keeping(Owners{wd.new_w()}).if_else(c);
+             e.in(ie.then_).keeping(Owners{wd.new_w()}).launch(f.k.scale, Grid{1}, Block{4}, sc(i), 1.0f, 4);
+             auto hb = e.in(ie.then_).keeping(Owners{wd.new_w()}).empty();
+             e.after(hb).keeping(Owners{wd.new_w()}).memset(sc(i + 1), 1.0f);
+             e.in(ie.else_).keeping(Owners{wd.new_w()}).empty();
+             Condition c2 = e.condition(0);
+             auto wl = e.after().while_(c2);
+             e.in(wl.body).keeping(Owners{wd.new_w()}).memcpy(sc(i + 2), sc(i + 3));
+             Condition c3 = e.condition(1);
+             auto sw = e.after().keeping(Owners{wd.new_w()}).switch_(c3, 3);
+             for (BodyRef& b : sw.cases) e.in(b).keeping(Owners{wd.new_w()}).empty();
+             // A conditional inside a body, with its own condition.
+             auto ib = e.in(sw.cases[1]);
+             Condition c4 = ib.condition(1);
+             auto nested = e.in(sw.cases[1]).if_(c4);
+             e.in(nested.then_).keeping(Owners{wd.new_w()}).empty();
+           }
+         });
+       },
+       still_runs,
+       {}});
 
   list.push_back({"an edit updating nodes of every kind, also in child graphs and bodies",
                   [&f, n](World& wd) {
@@ -665,7 +688,9 @@ std::vector<Scenario> scenarios(SweepFixture& f) {
                       e.remove(wd.memsets[i]);
                     }
                     e.in(wd.children.front().graph).keeping(Owners{wd.new_w()}).embed(*wd.inner);
-                    e.in(wd.branches.then_).keeping(Owners{wd.new_w()}).launch(f.k.fill, Grid{1}, Block{4}, sc(0), 1.0f, 4);
+                    e.in(wd.branches.then_)
+                        .keeping(Owners{wd.new_w()})
+                        .launch(f.k.fill, Grid{1}, Block{4}, sc(0), 1.0f, 4);
                     // Dropped: every driver change is undone in reverse order.
                   },
                   [&f](World& wd) {
@@ -704,7 +729,9 @@ std::vector<Scenario> scenarios(SweepFixture& f) {
                   rich,
                   [&f, sc](World& wd) {
                     wd.branches.then_.edit([&](BodyEdit& e) {
-                      auto a = e.after(wd.in_bodies.front()).keeping(Owners{wd.new_w()}).launch(f.k.fill, Grid{1}, Block{4}, sc(1), 1.0f, 4);
+                      auto a = e.after(wd.in_bodies.front())
+                                   .keeping(Owners{wd.new_w()})
+                                   .launch(f.k.fill, Grid{1}, Block{4}, sc(1), 1.0f, 4);
                       e.after(a).keeping(Owners{wd.new_w()}).memset(sc(2), 0.0f);
                       e.update(wd.in_bodies.front(), Grid{1}, Block{4}, sc(3), 2.0f, 4);
                       e.remove(wd.in_bodies.front());
@@ -727,67 +754,74 @@ std::vector<Scenario> scenarios(SweepFixture& f) {
                   still_runs,
                   {}});
 
-  list.push_back({"cloning a graph with child graphs",
-                  [&f, n, sc](World& wd) {
-                    f.plain(wd);
-                    wd.g->edit([&](Edit& e) {
-                      for (int i = 0; i < n; ++i) {
-                        e.after().keeping(Owners{wd.old_w()}).launch(f.k.scale, Grid{1}, Block{4}, sc(i), 1.0f, 4);
-                        e.after().host([o = wd.old_w()] {});
-                        e.after().keeping(Owners{wd.old_w()}).embed(*wd.inner);
-                      }
-                    });
-                  },
-                  [](World& wd) { wd.made_graph.emplace(wd.g->clone()); },
-                  [&f](World& wd) {
-                    CHECK(wd.made_graph->node_count() == wd.g->node_count());
-                    wd.g.reset();  // the clone stands alone
-                    GraphExec e = wd.made_graph->instantiate();
-                    f.expect_run(e, {});
-                  },
-                  {}});
+  list.push_back(
+      {"cloning a graph with child graphs",
+       [&f, n, sc](World& wd) {
+         f.plain(wd);
+         wd.g->edit([&](Edit& e) {
+           for (int i = 0; i < n; ++i) {
+             e.after().keeping(Owners{wd.old_w()}).launch(f.k.scale, Grid{1}, Block{4}, sc(i), 1.0f, 4);
+             e.after().host([o = wd.old_w()] {});
+             e.after().keeping(Owners{wd.old_w()}).embed(*wd.inner);
+           }
+         });
+       },
+       [](World& wd) { wd.made_graph.emplace(wd.g->clone()); },
+       [&f](World& wd) {
+         CHECK(wd.made_graph->node_count() == wd.g->node_count());
+         wd.g.reset();  // the clone stands alone
+         GraphExec e = wd.made_graph->instantiate();
+         f.expect_run(e, {});
+       },
+       {}});
 
-  list.push_back({"instantiating a graph with an upload",
-                  plain,
+  list.push_back({"instantiating a graph with an upload", plain,
                   [&f](World& wd) {
                     InstantiateOptions o;
                     o.upload = &f.stream;
                     wd.made_exec.emplace(wd.g->instantiate(o));
                   },
-                  [&f](World& wd) { f.expect_run(*wd.made_exec, {}); },
-                  exec_unchanged});
+                  [&f](World& wd) { f.expect_run(*wd.made_exec, {}); }, exec_unchanged});
 
   auto exec_update = [&](std::string what, std::function<void(World&)> op, Expect after_update) {
-    list.push_back({"a per-node executable update of " + what,
-                    [&f](World& wd) {
-                      f.plain(wd);
-                      f.with_fresh(wd, 2);
-                      wd.alt.emplace(f.ctx);  // a graph shaped like `other`, writing elsewhere
-                      auto inner2 = std::make_shared<Graph>(f.ctx);
-                      inner2->edit([&](Edit& e) { e.after().keeping(Owners{wd.old_w()}).launch(f.k.fill, Grid{1}, Block{4}, f.scratch[0], 5.0f, 4); });
-                      wd.alt->edit([&](Edit& e) {
-                        auto s = e.after().keeping(Owners{wd.old_w()}).memset(f.scratch[1], 3.0f);
-                        e.after(s).launch(f.k.scale, Grid{1}, Block{4}, f.scratch[1], 2.0f, 4);
-                        e.after().embed(*inner2);
-                      });
-                    },
-                    std::move(op),
-                    [&f, after_update](World& wd) {
-                      f.expect_run(*wd.exec, after_update);
-                      f.expect_graph_runs(wd);  // the definition is unchanged
-                    },
-                    exec_unchanged});
+    list.push_back(
+        {"a per-node executable update of " + what,
+         [&f](World& wd) {
+           f.plain(wd);
+           f.with_fresh(wd, 2);
+           wd.alt.emplace(f.ctx);  // a graph shaped like `other`, writing elsewhere
+           auto inner2 = std::make_shared<Graph>(f.ctx);
+           inner2->edit([&](Edit& e) {
+             e.after().keeping(Owners{wd.old_w()}).launch(f.k.fill, Grid{1}, Block{4}, f.scratch[0], 5.0f, 4);
+           });
+           wd.alt->edit([&](Edit& e) {
+             auto s = e.after().keeping(Owners{wd.old_w()}).memset(f.scratch[1], 3.0f);
+             e.after(s).launch(f.k.scale, Grid{1}, Block{4}, f.scratch[1], 2.0f, 4);
+             e.after().embed(*inner2);
+           });
+         },
+         std::move(op),
+         [&f, after_update](World& wd) {
+           f.expect_run(*wd.exec, after_update);
+           f.expect_graph_runs(wd);  // the definition is unchanged
+         },
+         exec_unchanged});
   };
-  exec_update("a kernel node", [](World& wd) { wd.exec->update(wd.kn, Grid{1}, Block{8}, wd.take_fresh(), 4.0f, 8); },
+  exec_update("a kernel node",
+              [](World& wd) { wd.exec->update(wd.kn, Grid{1}, Block{8}, wd.take_fresh(), 4.0f, 8); },
               {1, 1, 6, 5, 1});
-  exec_update("a memset node", [](World& wd) { wd.exec->update(wd.set, wd.take_fresh(), 7.0f); }, {0, 0, 6, 5, 1});
-  exec_update("a memcpy node", [&f](World& wd) { wd.exec->update(wd.copy, wd.take_fresh(), f.x); }, {2, 0, 6, 5, 1});
-  exec_update("a host node",
-              [&f](World& wd) { wd.exec->update(wd.host, [o = wd.new_w(), h = f.hits] { h->fetch_add(100); }); },
-              {2, 2, 6, 5, 100});
+  exec_update("a memset node", [](World& wd) { wd.exec->update(wd.set, wd.take_fresh(), 7.0f); },
+              {0, 0, 6, 5, 1});
+  exec_update("a memcpy node", [&f](World& wd) { wd.exec->update(wd.copy, wd.take_fresh(), f.x); },
+              {2, 0, 6, 5, 1});
+  exec_update(
+      "a host node",
+      [&f](World& wd) { wd.exec->update(wd.host, [o = wd.new_w(), h = f.hits] { h->fetch_add(100); }); },
+      {2, 2, 6, 5, 100});
   exec_update("an event record node", [&f](World& wd) { wd.exec->update(wd.rec, f.e2); }, {});
   exec_update("an event wait node", [&f](World& wd) { wd.exec->update(wd.wait, f.e2); }, {});
-  exec_update("a child graph node", [](World& wd) { wd.exec->update(wd.child.node, *wd.alt); }, {2, 2, 0, 0, 1});
+  exec_update("a child graph node", [](World& wd) { wd.exec->update(wd.child.node, *wd.alt); },
+              {2, 2, 0, 0, 1});
 
   list.push_back({"a whole executable update from an updated clone",
                   [&f](World& wd) {
@@ -800,11 +834,12 @@ std::vector<Scenario> scenarios(SweepFixture& f) {
                     UpdateResult r = wd.exec->update(*wd.alt);
                     REQUIRE(static_cast<bool>(r));
                   },
-                  [&f](World& wd) { f.expect_run(*wd.exec, {3, 3, 6, 5, 1}); },
+                  [&f](World& wd) {
+                    f.expect_run(*wd.exec, {3, 3, 6, 5, 1});
+                  },
                   exec_unchanged});
 
-  list.push_back({"disabling kernel, memcpy and memset nodes of an executable",
-                  plain,
+  list.push_back({"disabling kernel, memcpy and memset nodes of an executable", plain,
                   [](World& wd) {
                     wd.exec->enable(wd.kn, false);
                     ++wd.done;
@@ -831,7 +866,8 @@ std::vector<Scenario> scenarios(SweepFixture& f) {
                     f.plain(wd);
                     wd.exec->update(wd.host, [o = wd.old_w(), h = f.hits] { h->fetch_add(1); });
                     wd.exec->launch(f.stream);
-                    wd.exec->update(wd.host, [o = wd.old_w(), h = f.hits] { h->fetch_add(1); });  // retires the first
+                    wd.exec->update(wd.host,
+                                    [o = wd.old_w(), h = f.hits] { h->fetch_add(1); });  // retires the first
                     f.stream.synchronize();
                   },
                   [&f](World& wd) { wd.exec->launch(f.stream); },
@@ -887,7 +923,9 @@ std::vector<Scenario> scenarios(SweepFixture& f) {
 
 }  // namespace
 
-TEST_CASE_FIXTURE(SweepFixture, "J1: failing each driver call of every mutating scenario in turn leaves state as before, reports what it cannot throw, and leaks nothing") {
+TEST_CASE_FIXTURE(SweepFixture,
+                  "J1: failing each driver call of every mutating scenario in turn leaves state as before, "
+                  "reports what it cannot throw, and leaks nothing") {
   if (!simulated) {
     MESSAGE("fault injection needs the simulator");
     return;
@@ -896,9 +934,9 @@ TEST_CASE_FIXTURE(SweepFixture, "J1: failing each driver call of every mutating 
   for (const Scenario& s : scenarios(*this)) run(s, totals);
   std::string lines;
   for (const std::string& l : totals.lines) lines += l + "\n";
-  MESSAGE("J1 failure sweep: " << totals.injected << " driver failures injected (" << totals.thrown << " thrown, "
-                               << totals.reported << " reported through the error hook), " << units()
-                               << " units per scenario\n"
+  MESSAGE("J1 failure sweep: " << totals.injected << " driver failures injected (" << totals.thrown
+                               << " thrown, " << totals.reported << " reported through the error hook), "
+                               << units() << " units per scenario\n"
                                << lines);
   CHECK(totals.injected >= required_failures);
 }
