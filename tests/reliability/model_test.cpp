@@ -63,7 +63,7 @@ TEST_CASE_FIXTURE(DslFixture,
     CAPTURE(seed);
     tether_model::Options o;
     o.seed = seed;
-    o.operations = total / std::size(seeds);
+    o.operations = (total + std::size(seeds) - 1) / std::size(seeds);  // at least `total` in all
     o.per_sequence = 400;
     tether_model::Result r = tether_model::run(ctx, k, stream, o);
     CHECK_MESSAGE(r.failures.empty(), r.failures.size() << " failure(s):" << report(r));
