@@ -19,34 +19,22 @@ void report_release(const char* what, CUresult r) noexcept {
 }
 }  // namespace
 
-namespace {
-class OwnersItem final : public Reclaimable {
- public:
-  explicit OwnersItem(Owners&& o) noexcept : owners_(std::move(o)) {}
-  void reclaim() noexcept override { delete this; }
-
- private:
-  Owners owners_;
-};
-}  // namespace
-
 void release_on_reclaimer(Owners&& owners) noexcept {
   if (owners.empty()) return;
-  OwnersItem* item = nullptr;
   try {
     Reclaimer::instance().ensure_started();
-    item = new OwnersItem(std::move(owners));
   } catch (...) {
-    report_error("handing unused owners to the reclaimer", "out of memory: they are released on this thread");
+    report_error("handing unused owners to the reclaimer", "the reclaimer thread cannot start: released on this thread");
     owners.reset();
     return;
   }
-  Reclaimer::instance().push(item);
+  Reclaimer::instance().push(OwnersAccess::release(owners));
 }
 
 NodeAttachment* NodeAttachment::create(const DriverTable& drv, Owners&& owners) {
   Reclaimer::instance().ensure_started();
-  auto* a = new NodeAttachment(std::move(owners));
+  NodeAttachment* a = OwnersAccess::release(owners);
+  a->attached_ = true;
   g_live_attachments.fetch_add(1, std::memory_order_relaxed);
   CUresult r = raw<Entry::cuUserObjectCreate>(drv, &a->uo_, static_cast<void*>(a), &NodeAttachment::on_destroy, 1u,
                                               static_cast<unsigned>(CU_USER_OBJECT_NO_DESTRUCTOR_SYNC));
@@ -59,8 +47,6 @@ NodeAttachment* NodeAttachment::create(const DriverTable& drv, Owners&& owners) 
   return a;
 }
 
-NodeAttachment::~NodeAttachment() { g_live_attachments.fetch_sub(1, std::memory_order_relaxed); }
-
 void NodeAttachment::on_destroy(void* self) {
   // Runs inside a driver call or on a driver thread: queue only (no lock, no allocation, no throw).
   auto* a = static_cast<NodeAttachment*>(self);
@@ -68,7 +54,15 @@ void NodeAttachment::on_destroy(void* self) {
   Reclaimer::instance().push(a);
 }
 
-void NodeAttachment::reclaim() noexcept { delete this; }
+void NodeAttachment::reclaim() noexcept {
+  if (attached_) g_live_attachments.fetch_sub(1, std::memory_order_relaxed);
+  // The most recently added group first, as Owners::reset does: `this` heads the bundle.
+  for (NodeAttachment* g = this; g;) {
+    NodeAttachment* next = g->next_group_;
+    g->destroy_group();
+    g = next;
+  }
+}
 
 std::uint64_t NodeAttachment::live() noexcept { return g_live_attachments.load(std::memory_order_relaxed); }
 

@@ -2,10 +2,10 @@
 // SPDX-FileCopyrightText: 2026 The tether authors
 //
 // Node attachments (ARCHITECTURE.md §2, §3; docs/design/attachments.md). One immutable attachment
-// per parameter version of a node, owned by its own CUDA user object whose single reference is
-// moved onto the graph; CUDA copies that reference into clones, embedded copies and executables and
-// holds it for in-flight launches. The user-object destructor only queues the attachment for the
-// reclaimer.
+// per parameter version of a node (detail::NodeAttachment, owners.hpp: the first group of the
+// version's owner bundle), owned by its own CUDA user object whose single reference is moved onto
+// the graph; CUDA copies that reference into clones, embedded copies and executables and holds it
+// for in-flight launches. The user-object destructor only queues the attachment for the reclaimer.
 #pragma once
 
 #include "../config.hpp"
@@ -16,36 +16,8 @@
 
 namespace tether::detail {
 
-/// The owners of one parameter version. Immutable after publication (invariant 1): nothing but
-/// its constructor and the reclaimer touches `owners_`.
-class NodeAttachment final : public Reclaimable {
- public:
-  /// Builds an attachment holding `owners` and creates its user object
-  /// (cuUserObjectCreate, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC, refcount 1, owned by the caller).
-  /// On failure the owners are released here and DriverError is thrown.
-  static NodeAttachment* create(const DriverTable& drv, Owners&& owners);
-
-  /// The user object that owns this attachment.
-  CUuserObject user_object() const noexcept { return uo_; }
-  /// Number of owners held.
-  std::size_t owner_count() const noexcept { return owners_.size(); }
-
-  void reclaim() noexcept override;
-
-  /// Attachments alive in the process (created and not yet reclaimed).
-  static std::uint64_t live() noexcept;
-
- private:
-  explicit NodeAttachment(Owners&& owners) noexcept : owners_(std::move(owners)) {}
-  ~NodeAttachment();
-  static void on_destroy(void* self);  // CUhostFn signature; only queues (invariant 9)
-
-  Owners owners_;
-  CUuserObject uo_ = nullptr;
-};
-
-/// Hands `owners` to the reclaimer (they are released there, like every other owner). Never
-/// throws: if even that allocation fails, they are released here.
+/// Hands `owners` to the reclaimer (they are released there, like every other owner). Allocates
+/// nothing and never throws; only if the reclaimer thread cannot be started are they released here.
 void release_on_reclaimer(Owners&& owners) noexcept;
 
 /// Guards the owners of an operation that may fail before they reach an attachment: whatever is

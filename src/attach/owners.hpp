@@ -4,10 +4,65 @@
 
 #include "../config.hpp"
 #include "../prelude.hpp"
+#include "reclaimer.hpp"
 
 TETHER_EXPORT namespace tether {
-
 class Owners;
+}  // namespace tether
+
+namespace tether::detail {
+
+struct DriverTable;
+struct OwnersAccess;
+
+/// One group of owners of a bundle (`tether::Owners`), in one allocation, and — when it is the
+/// first group of a bundle handed to a node version — that version's attachment (ARCHITECTURE.md
+/// §2): the user object whose single reference the graph holds points here, and the reclaimer
+/// releases the whole bundle from here. Why one type for both: a version then costs one
+/// allocation (the owners with the attachment's fields in front), not a bundle plus an attachment.
+/// Immutable after publication (invariant 1): nothing but its creator and the reclaimer touches it.
+class NodeAttachment : public Reclaimable {
+ public:
+  /// Makes the first group of `owners` (which must not be empty) the attachment of a new version:
+  /// creates its user object (cuUserObjectCreate, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC, refcount 1,
+  /// owned by the caller). Allocates nothing. On failure the owners go to the reclaimer and
+  /// DriverError is thrown.
+  static NodeAttachment* create(const DriverTable& drv, Owners&& owners);
+
+  /// The user object that owns this attachment (null for a group that is not an attachment).
+  CUuserObject user_object() const noexcept { return uo_; }
+  /// Number of owners held by the whole bundle this group heads.
+  std::size_t owner_count() const noexcept {
+    std::size_t n = 0;
+    for (const NodeAttachment* b = this; b; b = b->next_group_) n += b->count_;
+    return n;
+  }
+  /// Releases this group and the rest of its bundle (what the reclaimer calls).
+  void reclaim() noexcept final;
+
+  /// Attachments alive in the process (created and not yet reclaimed).
+  static std::uint64_t live() noexcept;
+
+ protected:
+  NodeAttachment() = default;
+  ~NodeAttachment() = default;
+  /// Destroys this group only (its owners, then its storage).
+  virtual void destroy_group() noexcept = 0;
+
+ private:
+  friend class tether::Owners;
+  friend struct OwnersAccess;
+  static void on_destroy(void* self);  // CUhostFn signature; only queues (invariant 9)
+
+  NodeAttachment* next_group_ = nullptr;  // the rest of the bundle
+  CUuserObject uo_ = nullptr;
+  std::uint32_t count_ = 0;
+  bool attached_ = false;  // heads a version (counted by live())
+};
+
+}  // namespace tether::detail
+
+TETHER_EXPORT namespace tether {
 
 /// A value tether can keep alive for a graph node: any movable, destructible object — a buffer,
 /// a module or kernel, an event, a stream, a callable with its captured state, another `Owners`
@@ -17,7 +72,8 @@ concept Ownable = !std::is_same_v<std::remove_cvref_t<T>, Owners> && std::move_c
                   std::destructible<std::remove_cvref_t<T>>;
 
 /// A move-only, type-erased bundle of any number of owners, stored in one allocation per group
-/// added. `tether::Owners{std::move(buffer), kernel, [state = std::move(s)] {}}` moves (or copies,
+/// added (the first group of a bundle given to a node also serves as the version's attachment, so
+/// a node version costs one allocation). `tether::Owners{std::move(buffer), kernel, [state = std::move(s)] {}}` moves (or copies,
 /// for copyable owners such as `SharedBuffer`) each value into the bundle; destroying the bundle
 /// destroys them, the last added first. Attach a bundle to a node with
 /// `e.after(...).keeping(std::move(bundle))`.
@@ -48,20 +104,16 @@ class Owners {
   ~Owners() { reset(); }
 
   /// Number of owners held.
-  std::size_t size() const noexcept {
-    std::size_t n = 0;
-    for (Block* b = head_; b; b = b->next) n += b->count;
-    return n;
-  }
+  std::size_t size() const noexcept { return head_ ? head_->owner_count() : 0; }
   /// Whether the bundle holds no owner.
   bool empty() const noexcept { return head_ == nullptr; }
 
   /// Moves every owner of `more` into this bundle (no allocation: the groups are linked).
   Owners& operator+=(Owners&& more) noexcept {
     if (!more.head_) return *this;
-    Block* tail = more.head_;
-    while (tail->next) tail = tail->next;
-    tail->next = head_;
+    detail::NodeAttachment* tail = more.head_;
+    while (tail->next_group_) tail = tail->next_group_;
+    tail->next_group_ = head_;
     head_ = std::exchange(more.head_, nullptr);
     return *this;
   }
@@ -71,7 +123,7 @@ class Owners {
   template <Ownable T>
   std::remove_cvref_t<T>& adopt(T&& value) {
     auto* items = new Items<std::remove_cvref_t<T>>(std::forward<T>(value));
-    items->next = head_;
+    items->next_group_ = head_;
     head_ = items;
     return std::get<0>(items->values);
   }
@@ -79,28 +131,33 @@ class Owners {
   /// Destroys every owner now (the most recently added group first).
   void reset() noexcept {
     while (head_) {
-      Block* next = head_->next;
-      head_->destroy(head_);
+      detail::NodeAttachment* next = head_->next_group_;
+      head_->destroy_group();
       head_ = next;
     }
   }
 
  private:
-  struct Block {
-    Block* next = nullptr;
-    std::size_t count = 0;
-    void (*destroy)(Block*) noexcept = nullptr;
-  };
+  friend struct detail::OwnersAccess;
   template <class... T>
-  struct Items final : Block {
+  struct Items final : detail::NodeAttachment {
     template <class... A>
     explicit Items(A&&... a) : values(std::forward<A>(a)...) {
-      count = sizeof...(T);
-      destroy = [](Block* b) noexcept { delete static_cast<Items*>(b); };
+      count_ = sizeof...(T);
     }
+    void destroy_group() noexcept override { delete this; }
     std::tuple<T...> values;
   };
-  Block* head_ = nullptr;
+  detail::NodeAttachment* head_ = nullptr;
 };
 
 }  // namespace tether
+
+namespace tether::detail {
+
+/// Hands a bundle's groups over (to become an attachment, or to the reclaimer) and back.
+struct OwnersAccess {
+  static NodeAttachment* release(Owners& o) noexcept { return std::exchange(o.head_, nullptr); }
+};
+
+}  // namespace tether::detail

@@ -51,8 +51,14 @@ void Reclaimer::push(Reclaimable* item) noexcept {
     item->next_ = h;
   } while (!head_.compare_exchange_weak(h, item, std::memory_order_release, std::memory_order_relaxed));
   pushed_.fetch_add(1, std::memory_order_acq_rel);
-  wake_.fetch_add(1, std::memory_order_release);
-  wake_.notify_one();
+  // Only the push that makes the queue non-empty wakes the thread. Why that is enough: the thread
+  // reads wake_ before it takes the queue, so an item pushed onto a non-empty queue is taken by
+  // that drain, and a push onto the emptied queue bumps wake_ after the read, so the wait below
+  // returns at once. A burst of releases (a graph destroyed) then costs one wake, not one each.
+  if (h == nullptr) {
+    wake_.fetch_add(1, std::memory_order_release);
+    wake_.notify_one();
+  }
 }
 
 std::size_t Reclaimer::drain() noexcept {

@@ -6,18 +6,73 @@ namespace tether {
 
 namespace detail {
 
+/// Owners of per-node executable updates, and the lock of the executable. Shared by the
+/// GraphExec, its accumulator (which CUDA keeps for every in-flight launch) and pending
+/// reclamation markers; released on the reclaimer.
+struct ExecOwners {
+  struct Retired {
+    std::uint64_t after_launches;  // launches 1..after_launches may still use these
+    Owners owners;
+  };
+  // Why one lock for launches, updates and the markers' releases: a per-node update is a
+  // ~200 ns driver call, and every extra lock is a measurable share of it (docs/performance.md).
+  // A marker's release waits at most for one launch or update of its executable.
+  std::mutex mu;
+  std::uint64_t launches = 0;
+  CUstream last_stream = nullptr;
+  // The executable's own version per node: an open-addressing table keyed by record (never
+  // erased: a whole update empties the values), sized at instantiate for every node of the source
+  // so that per-node updates do not allocate.
+  std::vector<std::pair<const NodeRecord*, Owners>> current;
+  std::size_t used = 0;
+  std::vector<Retired> retired;  // superseded, oldest first (a few at most)
+
+  static std::size_t hash(const NodeRecord* r, std::size_t mask) noexcept {
+    return static_cast<std::size_t>((reinterpret_cast<std::uintptr_t>(r) >> 4) * 0x9E3779B97F4A7C15ull >> 20) & mask;
+  }
+  /// The slot of `r`, made if missing (may allocate: call before the driver call).
+  Owners& slot(const NodeRecord* r) {
+    if ((used + 1) * 2 > current.size()) grow();
+    std::size_t mask = current.size() - 1;
+    for (std::size_t i = hash(r, mask);; i = (i + 1) & mask) {
+      if (current[i].first == r) return current[i].second;
+      if (!current[i].first) {
+        current[i].first = r;
+        ++used;
+        return current[i].second;
+      }
+    }
+  }
+  void reserve(std::size_t nodes) {
+    while (current.size() < nodes * 2) grow();
+  }
+  void grow() {
+    std::vector<std::pair<const NodeRecord*, Owners>> old(std::max<std::size_t>(16, current.size() * 2));
+    old.swap(current);
+    std::size_t mask = current.size() - 1;
+    for (auto& [r, o] : old) {
+      if (!r) continue;
+      std::size_t i = hash(r, mask);
+      while (current[i].first) i = (i + 1) & mask;
+      current[i] = {r, std::move(o)};
+    }
+  }
+};
+
+/// Releases retired owners that only launches up to `completed` could have used, here.
+void release_retired(const std::shared_ptr<ExecOwners>& owners, std::uint64_t completed) noexcept;
+/// The same, later, on the reclaimer.
+void release_retired_later(const std::shared_ptr<ExecOwners>& owners, std::uint64_t completed) noexcept;
+
 struct ExecState {
   const DriverTable* drv = nullptr;
   Context ctx;
   CUgraphExec exec = nullptr;
   ExecAccumulator* acc = nullptr;  // the caller's reference; CUDA's copy lives in the executable
-  std::shared_ptr<ExecOwners> owners;
+  std::shared_ptr<ExecOwners> owners;  // its mutex is the executable's lock
   // Per-node updates take nodes of this graph's root. Why a weak_ptr, compared by owner: a raw
   // pointer would match a new graph allocated where the source died.
   std::weak_ptr<const Hierarchy> source;
-  std::mutex mu;
-  std::uint64_t launches = 0;
-  CUstream last_stream = nullptr;
 
   explicit ExecState(const Context& c) : ctx(c) {}
   ~ExecState() {
@@ -86,9 +141,9 @@ NodeRecord* find_record(Hierarchy& h, CUgraphNode node) {
 
 // Moves every current per-node version to the retired list (a whole update supersedes them).
 void retire_all(ExecOwners& o, std::uint64_t launches) {
+  // (a whole update allocates: it is not on the per-node path)
   for (auto& [rec, owners] : o.current)
     if (!owners.empty()) o.retired.push_back({launches, std::move(owners)});
-  o.current.clear();  // (a whole update allocates: it is not on the per-node path)
 }
 
 void lock_source(Hierarchy& h) {
@@ -151,6 +206,7 @@ GraphExec Graph::instantiate(const InstantiateOptions& options) const {
   state->drv = &drv;
   state->source = h_;
   state->owners = std::make_shared<detail::ExecOwners>();
+  state->owners->reserve(h_->root().node_count);
   detail::ExecAccumulator* acc = detail::ExecAccumulator::create(drv);
   acc->owners() += Owners{state->owners};
   unsigned long long flags = 0;
@@ -186,20 +242,15 @@ CUgraphExec GraphExec::get() const noexcept { return s_ ? s_->exec : nullptr; }
 
 void GraphExec::launch(const Stream& stream) {
   if (!s_) throw UsageError("GraphExec::launch: the executable was moved from");
-  std::lock_guard lock(s_->mu);
+  detail::ExecOwners& o = *s_->owners;
+  std::lock_guard lock(o.mu);
   const detail::DriverTable& drv = *s_->drv;
   detail::ScopedContext scope(drv, s_->ctx.get());
   CUstream st = stream.get();
   detail::call<detail::Entry::cuGraphLaunch>(drv, "launching an executable graph", s_->exec, st);
-  std::uint64_t n = ++s_->launches;
-  s_->last_stream = st;
-  detail::ExecOwners& o = *s_->owners;
-  bool need_marker;
-  {
-    std::lock_guard ol(o.mu);
-    need_marker = !o.retired.empty();
-  }
-  if (!need_marker) return;  // no cost per launch when nothing was superseded
+  std::uint64_t n = ++o.launches;
+  o.last_stream = st;
+  if (o.retired.empty()) return;  // no cost per launch when nothing was superseded
   auto* marker = new detail::Marker(s_->owners, n);
   CUresult r = detail::raw<detail::Entry::cuLaunchHostFunc>(drv, st, &detail::Marker::run, static_cast<void*>(marker));
   if (r != CUDA_SUCCESS) {
@@ -212,7 +263,7 @@ void GraphExec::launch(const Stream& stream) {
 
 void GraphExec::upload(const Stream& stream) {
   if (!s_) throw UsageError("GraphExec::upload: the executable was moved from");
-  std::lock_guard lock(s_->mu);
+  std::lock_guard lock(s_->owners->mu);
   detail::ScopedContext scope(*s_->drv, s_->ctx.get());
   detail::call<detail::Entry::cuGraphUpload>(*s_->drv, "uploading an executable graph", s_->exec, stream.get());
 }
@@ -221,21 +272,21 @@ UpdateResult GraphExec::update(const Graph& graph) {
   if (!s_) throw UsageError("GraphExec::update: the executable was moved from");
   const auto& h = detail::GraphAccess::hierarchy(graph);
   detail::lock_source(*h);
-  std::scoped_lock lock(s_->mu, h->mu);
+  detail::ExecOwners& o = *s_->owners;
+  std::scoped_lock lock(o.mu, h->mu);
   const detail::DriverTable& drv = *s_->drv;
   detail::ScopedContext scope(drv, s_->ctx.get());
+  o.reserve(h->root().node_count);
   CUgraphExecUpdateResultInfo info{};
   CUresult r = CUDA_SUCCESS;
   detail::with_accumulator_on(
       drv, h->root().graph, s_->acc,
       [&] { r = detail::raw<detail::Entry::cuGraphExecUpdate>(drv, s_->exec, h->root().graph, &info); },
       [&] {
-        if (r != CUDA_SUCCESS) return;
-        std::lock_guard ol(s_->owners->mu);
-        detail::retire_all(*s_->owners, s_->launches);
+        if (r == CUDA_SUCCESS) detail::retire_all(o, o.launches);
       });
   if (r == CUDA_SUCCESS) {
-    if (s_->launches == 0) detail::release_retired_later(s_->owners, 0);
+    if (o.launches == 0) detail::release_retired_later(s_->owners, 0);
     return {};
   }
   if (r != CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE)
@@ -257,32 +308,25 @@ detail::NodeRecord* GraphExec::check(const detail::NodeRef& n, const char* what)
   return n.record;
 }
 
-void GraphExec::node_update(detail::NodeRecord* r, Owners&& owners, const std::function<CUresult()>& apply,
+void GraphExec::node_update(detail::NodeRecord* r, Owners&& owners, detail::FunctionRef<CUresult()> apply,
                             detail::Entry entry, const char* what) {
   detail::UnusedOwners guard(owners);  // a rejected update releases its owners (on the reclaimer)
-  std::lock_guard lock(s_->mu);
+  detail::ExecOwners& o = *s_->owners;
+  std::lock_guard lock(o.mu);
   // The real driver crashed (SIGSEGV) in cuGraphExecKernelNodeSetParams with no current context.
   detail::ScopedContext scope(*s_->drv, s_->ctx.get());
-  detail::ExecOwners& o = *s_->owners;
-  Owners* slot;
-  {
-    // Allocate before the driver call, so that publishing afterwards cannot fail (references into
-    // an unordered_map stay valid; the retired list gets room for one more).
-    std::lock_guard ol(o.mu);
-    slot = &o.current.try_emplace(r).first->second;
-    if (o.retired.size() == o.retired.capacity()) o.retired.reserve(o.retired.capacity() * 2 + 4);
-  }
+  // Make room before the driver call, so that publishing afterwards cannot fail (the slot's
+  // address stays valid until the next growth; the retired list gets room for one more).
+  Owners& slot = o.slot(r);
+  if (o.retired.size() == o.retired.capacity()) o.retired.reserve(o.retired.capacity() * 2 + 4);
   CUresult res = apply();
   if (res != CUDA_SUCCESS) detail::throw_call_error(*s_->drv, entry, res, what);
   bool release_now = false;
-  {
-    std::lock_guard ol(o.mu);
-    if (!slot->empty()) {
-      o.retired.push_back({s_->launches, std::move(*slot)});
-      release_now = s_->launches == 0;  // nothing launched: nobody can use the superseded owners
-    }
-    *slot = std::move(owners);
+  if (!slot.empty()) {
+    o.retired.push_back({o.launches, std::move(slot)});
+    release_now = o.launches == 0;  // nothing launched: nobody can use the superseded owners
   }
+  slot = std::move(owners);
   if (release_now) detail::release_retired_later(s_->owners, 0);
 }
 
@@ -308,7 +352,7 @@ void GraphExec::update(const Node<ChildNode>& node, const Graph& graph) {
   detail::NodeRecord* rec = check(detail::NodeAccess::ref(node), "the child graph node to update");
   const auto& h = detail::GraphAccess::hierarchy(graph);
   detail::lock_source(*h);
-  std::scoped_lock lock(s_->mu, h->mu);
+  std::scoped_lock lock(s_->owners->mu, h->mu);
   detail::ScopedContext scope(*s_->drv, s_->ctx.get());
   // CUDA swaps the references: the executable drops the old child's and takes `graph`'s (fact 6d).
   detail::call<detail::Entry::cuGraphExecChildGraphNodeSetParams>(
@@ -317,7 +361,7 @@ void GraphExec::update(const Node<ChildNode>& node, const Graph& graph) {
 
 void GraphExec::set_enabled(const detail::NodeRef& n, bool on) {
   detail::NodeRecord* rec = check(n, "the node to enable or disable");
-  std::lock_guard lock(s_->mu);
+  std::lock_guard lock(s_->owners->mu);
   detail::ScopedContext scope(*s_->drv, s_->ctx.get());
   detail::call<detail::Entry::cuGraphNodeSetEnabled>(*s_->drv, on ? "enabling a node" : "disabling a node", s_->exec,
                                                      rec->node, on ? 1u : 0u);
@@ -325,7 +369,7 @@ void GraphExec::set_enabled(const detail::NodeRef& n, bool on) {
 
 bool GraphExec::get_enabled(const detail::NodeRef& n) const {
   detail::NodeRecord* rec = check(n, "the node to query");
-  std::lock_guard lock(s_->mu);
+  std::lock_guard lock(s_->owners->mu);
   detail::ScopedContext scope(*s_->drv, s_->ctx.get());
   unsigned on = 0;
   detail::call<detail::Entry::cuGraphNodeGetEnabled>(*s_->drv, "querying whether a node is enabled", s_->exec,
@@ -335,18 +379,16 @@ bool GraphExec::get_enabled(const detail::NodeRef& n) const {
 
 void GraphExec::reclaim(const Stream& stream) {
   if (!s_) throw UsageError("GraphExec::reclaim: the executable was moved from");
-  std::lock_guard lock(s_->mu);
-  if (s_->launches == 0) {
+  detail::ExecOwners& o = *s_->owners;
+  std::lock_guard lock(o.mu);
+  if (o.launches == 0) {
     detail::release_retired_later(s_->owners, 0);
     return;
   }
-  if (stream.get() != s_->last_stream)
+  if (stream.get() != o.last_stream)
     throw UsageError("GraphExec::reclaim: pass the stream of the executable's last launch");
-  {
-    std::lock_guard ol(s_->owners->mu);
-    if (s_->owners->retired.empty()) return;
-  }
-  auto* marker = new detail::Marker(s_->owners, s_->launches);
+  if (o.retired.empty()) return;
+  auto* marker = new detail::Marker(s_->owners, o.launches);
   detail::ScopedContext scope(*s_->drv, s_->ctx.get());
   CUresult r = detail::raw<detail::Entry::cuLaunchHostFunc>(*s_->drv, stream.get(), &detail::Marker::run,
                                                            static_cast<void*>(marker));

@@ -11,23 +11,6 @@
 
 namespace tether::detail {
 
-/// Owners of per-node executable updates. Shared by the GraphExec, its accumulator (which CUDA
-/// keeps for every in-flight launch) and pending reclamation markers; released on the reclaimer.
-struct ExecOwners {
-  struct Retired {
-    std::uint64_t after_launches;  // launches 1..after_launches may still use these
-    Owners owners;
-  };
-  std::mutex mu;
-  std::unordered_map<const NodeRecord*, Owners> current;  // the executable's own version per node
-  std::vector<Retired> retired;                            // superseded, oldest first (a few at most)
-};
-
-/// Releases retired owners that only launches up to `completed` could have used, here.
-void release_retired(const std::shared_ptr<ExecOwners>& owners, std::uint64_t completed) noexcept;
-/// The same, later, on the reclaimer.
-void release_retired_later(const std::shared_ptr<ExecOwners>& owners, std::uint64_t completed) noexcept;
-
 struct ExecState;
 
 }  // namespace tether::detail
@@ -147,7 +130,7 @@ class GraphExec {
   friend class Graph;
   explicit GraphExec(std::shared_ptr<detail::ExecState> s) noexcept : s_(std::move(s)) {}
   detail::NodeRecord* check(const detail::NodeRef& n, const char* what) const;
-  void node_update(detail::NodeRecord* r, Owners&& owners, const std::function<CUresult()>& apply,
+  void node_update(detail::NodeRecord* r, Owners&& owners, detail::FunctionRef<CUresult()> apply,
                    detail::Entry entry, const char* what);
   void set_enabled(const detail::NodeRef& n, bool on);
   bool get_enabled(const detail::NodeRef& n) const;

@@ -256,7 +256,7 @@ auto make_kernel_params(const K& k, Grid g, Block b, T& ptrs) {
   p.blockDimY = b.y;
   p.blockDimZ = b.z;
   p.kernelParams = ptrs.empty() ? nullptr : ptrs.data();
-  p.ctx = context_handle(k.module().context());
+  p.ctx = k.context_handle();
   return p;
 }
 

@@ -40,7 +40,7 @@ void Transaction::check_node(const NodeRecord* r, std::uint32_t generation, cons
 }
 
 NodeRecord* Transaction::add(Box& box, std::span<NodeRecord* const> deps, CUgraphNodeType type, Owners&& owners,
-                             const AddFn& add, Entry entry, std::string_view what, const AfterAdd& after) {
+                             AddFn add, Entry entry, std::string_view what, AfterAdd after) {
   UnusedOwners guard(owners);
   if (box.hierarchy != h_.get() || box.retired.load())
     throw UsageError(fmt::format("cannot add {}: the graph view is invalid or belongs to another graph", what));
@@ -77,7 +77,7 @@ NodeRecord* Transaction::add(Box& box, std::span<NodeRecord* const> deps, CUgrap
   rec->type = type;
   rec->box = &box;
   rec->pending = true;
-  ops_.push_back(Op{Kind::add, rec, nullptr, st, {}, Entry::cuGraphDestroyNode});
+  ops_.push_back(Op{Kind::add, 0, rec, nullptr, st});
   if (after) {
     try {
       after(*h_, rec);
@@ -90,17 +90,19 @@ NodeRecord* Transaction::add(Box& box, std::span<NodeRecord* const> deps, CUgrap
   return rec;
 }
 
-void Transaction::update(NodeRecord* r, Owners&& owners, CallFn apply, Entry entry, CallFn undo, Entry undo_entry,
+void Transaction::update(NodeRecord* r, Owners&& owners, ApplyFn apply, Entry entry, CallFn undo, Entry,
                          std::string_view what) {
   UnusedOwners guard(owners);
   reserve_one();
+  if (undos_.size() == undos_.capacity()) undos_.reserve(undos_.capacity() * 2 + 16);
   Staged st = prepare(*h_->drv, r->box->graph, std::move(owners));
   CUresult res = apply();
   if (res != CUDA_SUCCESS) {
     detail::rollback(*h_->drv, st);
     throw_call_error(*h_->drv, entry, res, fmt::format("updating {}", what));
   }
-  ops_.push_back(Op{Kind::update, r, nullptr, st, std::move(undo), undo_entry});
+  undos_.push_back(std::move(undo));  // cannot throw: room was made above
+  ops_.push_back(Op{Kind::update, static_cast<std::uint32_t>(undos_.size() - 1), r, nullptr, st});
 }
 
 void Transaction::reserve_one() {
@@ -111,7 +113,8 @@ void Transaction::reserve_one() {
 void Transaction::remove(NodeRecord* r) {
   for (const Op& op : ops_)
     if (op.kind == Kind::remove && op.rec == r) return;
-  ops_.push_back(Op{Kind::remove, r, nullptr, {}, {}, Entry::cuGraphDestroyNode});
+  reserve_one();
+  ops_.push_back(Op{Kind::remove, 0, r, nullptr, {}});
 }
 
 void Transaction::connect(NodeRecord* from, NodeRecord* to) {
@@ -119,7 +122,7 @@ void Transaction::connect(NodeRecord* from, NodeRecord* to) {
   reserve_one();
   call<Entry::cuGraphAddDependencies>(*h_->drv, "adding an edge", from->box->graph, &from->node, &to->node,
                                       static_cast<const CUgraphEdgeData*>(nullptr), std::size_t{1});
-  ops_.push_back(Op{Kind::connect, from, to, {}, {}, Entry::cuGraphRemoveDependencies});
+  ops_.push_back(Op{Kind::connect, 0, from, to, {}});
 }
 
 void Transaction::disconnect(NodeRecord* from, NodeRecord* to) {
@@ -127,7 +130,7 @@ void Transaction::disconnect(NodeRecord* from, NodeRecord* to) {
   reserve_one();
   call<Entry::cuGraphRemoveDependencies>(*h_->drv, "removing an edge", from->box->graph, &from->node, &to->node,
                                          static_cast<const CUgraphEdgeData*>(nullptr), std::size_t{1});
-  ops_.push_back(Op{Kind::disconnect, from, to, {}, {}, Entry::cuGraphAddDependencies});
+  ops_.push_back(Op{Kind::disconnect, 0, from, to, {}});
 }
 
 void Transaction::remove_now(NodeRecord* r) noexcept {
@@ -186,6 +189,7 @@ void Transaction::commit() noexcept {
     }
   }
   ops_.clear();
+  undos_.clear();
   done_ = true;
   h_->editor.store(std::thread::id(), std::memory_order_release);
   lock_.unlock();
@@ -211,7 +215,7 @@ void Transaction::undo_one(Op& op) noexcept {
       break;
     }
     case Kind::update: {
-      CUresult res = op.undo();
+      CUresult res = undos_[op.undo]();
       if (res != CUDA_SUCCESS)
         // The node may still use the new owners: keep the staged reference (a leak, never a use after free).
         mark_unusable(*h_, "restoring a node's previous parameters failed", result_name(res));
@@ -239,6 +243,7 @@ void Transaction::rollback() noexcept {
   if (done_) return;
   for (auto it = ops_.rbegin(); it != ops_.rend(); ++it) undo_one(*it);
   ops_.clear();
+  undos_.clear();
   done_ = true;
   h_->editor.store(std::thread::id(), std::memory_order_release);
   lock_.unlock();

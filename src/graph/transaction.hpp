@@ -10,17 +10,21 @@
 
 #include "../config.hpp"
 #include "../prelude.hpp"
+#include "function_ref.hpp"
 #include "hierarchy.hpp"
 
 namespace tether::detail {
 
 class Transaction {
  public:
-  using AddFn = std::function<CUresult(CUgraph graph, const CUgraphNode* deps, std::size_t ndeps, CUgraphNode* out)>;
+  using AddFn = FunctionRef<CUresult(CUgraph graph, const CUgraphNode* deps, std::size_t ndeps, CUgraphNode* out)>;
+  /// The driver call of an update (called once, during update()).
+  using ApplyFn = FunctionRef<CUresult()>;
+  /// How to restore a node's previous parameters (kept until the transaction ends).
   using CallFn = std::function<CUresult()>;
   /// Called after an add succeeded, to register graphs CUDA created inside the node (child graph,
   /// conditional bodies) as boxes of the hierarchy. May throw (the add is then undone).
-  using AfterAdd = std::function<void(Hierarchy&, NodeRecord*)>;
+  using AfterAdd = FunctionRef<void(Hierarchy&, NodeRecord*)>;
 
   /// Locks `h` and checks it is usable (UsageError otherwise, also when this thread already has an
   /// edit of the same graph open, which would deadlock).
@@ -38,13 +42,13 @@ class Transaction {
   /// for errors. Returns the node's record (usable as a dependency at once, published at commit).
   /// Throws UsageError for bad handles, DriverError when prepare or the driver call fails (nothing
   /// of this operation remains; earlier operations stay until the transaction ends).
-  NodeRecord* add(Box& box, std::span<NodeRecord* const> deps, CUgraphNodeType type, Owners&& owners,
-                  const AddFn& add, Entry entry, std::string_view what, const AfterAdd& after = {});
+  NodeRecord* add(Box& box, std::span<NodeRecord* const> deps, CUgraphNodeType type, Owners&& owners, AddFn add,
+                  Entry entry, std::string_view what, AfterAdd after = {});
 
   /// Changes the parameters of `r`: `apply` makes the driver call; `undo` restores the previous
   /// parameters on rollback. The new owners become the node's version at commit, and the previous
   /// version is released after that.
-  void update(NodeRecord* r, Owners&& owners, CallFn apply, Entry entry, CallFn undo, Entry undo_entry,
+  void update(NodeRecord* r, Owners&& owners, ApplyFn apply, Entry entry, CallFn undo, Entry undo_entry,
               std::string_view what);
 
   /// Removes `r` at commit (removals never need undoing). Idempotent within the transaction.
@@ -68,13 +72,14 @@ class Transaction {
 
  private:
   enum class Kind : std::uint8_t { add, update, remove, connect, disconnect };
+  // Trivially copyable, 40 bytes: the log grows by memcpy. An update's undo closure lives in
+  // undos_ (only updates have one).
   struct Op {
     Kind kind;
+    std::uint32_t undo = 0;  // index into undos_ (updates)
     NodeRecord* rec = nullptr;
     NodeRecord* other = nullptr;  // edge target
     Staged staged;
-    CallFn undo;
-    Entry undo_entry = Entry::cuGraphDestroyNode;
   };
   void undo_one(Op& op) noexcept;
   void reserve_one();
@@ -84,6 +89,7 @@ class Transaction {
   std::shared_ptr<Hierarchy> h_;
   std::unique_lock<std::mutex> lock_;
   std::vector<Op> ops_;
+  std::vector<CallFn> undos_;
   bool done_ = false;
 };
 

@@ -68,7 +68,7 @@ CUfunction Module::function(std::string_view name) const {
 
 std::shared_ptr<const detail::KernelInfo> Module::kernel_info(std::string_view name) const {
   CUfunction f = function(name);
-  return std::make_shared<const detail::KernelInfo>(detail::KernelInfo{*this, f, std::string(name)});
+  return std::make_shared<const detail::KernelInfo>(detail::KernelInfo{*this, f, std::string(name), handle_->deleter().owner->context});
 }
 
 }  // namespace tether

@@ -111,6 +111,7 @@ struct KernelInfo {
   Module module;
   CUfunction function;
   std::string name;
+  CUcontext context;  // the module's, kept here so that building a node does not copy a Context
 };
 
 }  // namespace tether::detail
@@ -142,6 +143,8 @@ class Kernel {
   std::string_view name() const noexcept { return info_->name; }
   /// The module the kernel belongs to.
   const Module& module() const noexcept { return info_->module; }
+  /// The driver handle of the context the kernel's module was loaded into.
+  CUcontext context_handle() const noexcept { return info_->context; }
 
   /// Whether both name the same function.
   friend bool operator==(const Kernel& a, const Kernel& b) noexcept { return a.function() == b.function(); }
