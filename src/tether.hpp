@@ -17,6 +17,7 @@
 #include "resources/module.hpp"
 #include "resources/buffer.hpp"
 #include "sim/sim.hpp"
+#include "attach/pool.hpp"
 #include "attach/owners.hpp"
 #include "attach/reclaimer.hpp"
 #include "attach/attachment.hpp"

@@ -4,6 +4,7 @@
 
 #include "../config.hpp"
 #include "../prelude.hpp"
+#include "pool.hpp"
 #include "reclaimer.hpp"
 
 TETHER_EXPORT namespace tether {
@@ -42,6 +43,14 @@ class NodeAttachment : public Reclaimable {
 
   /// Attachments alive in the process (created and not yet reclaimed).
   static std::uint64_t live() noexcept;
+
+  // Groups come from the owner-group pool (pool.hpp); over-aligned ones from the general allocator.
+  static void* operator new(std::size_t bytes) { return group_allocate(bytes); }
+  static void operator delete(void* p, std::size_t bytes) noexcept { group_free(p, bytes); }
+  static void* operator new(std::size_t bytes, std::align_val_t al) { return ::operator new(bytes, al); }
+  static void operator delete(void* p, std::size_t bytes, std::align_val_t al) noexcept {
+    ::operator delete(p, bytes, al);
+  }
 
  protected:
   NodeAttachment() = default;

@@ -27,8 +27,11 @@ struct ExecOwners {
   std::size_t used = 0;
   std::vector<Retired> retired;  // superseded, oldest first (a few at most)
 
+  // Records sit side by side in their hierarchy's storage, so their address divided by the record
+  // size keeps nodes made one after another in neighbouring slots: updating nodes in creation order
+  // walks the table instead of jumping through it.
   static std::size_t hash(const NodeRecord* r, std::size_t mask) noexcept {
-    return static_cast<std::size_t>((reinterpret_cast<std::uintptr_t>(r) >> 4) * 0x9E3779B97F4A7C15ull >> 20) & mask;
+    return static_cast<std::size_t>(reinterpret_cast<std::uintptr_t>(r) / sizeof(NodeRecord)) & mask;
   }
   /// The slot of `r`, made if missing (may allocate: call before the driver call).
   Owners& slot(const NodeRecord* r) {

@@ -207,7 +207,6 @@ void rekey(Hierarchy& dst, Box& copy_root_box, const Box& src,
   // than the driver's own lookup (docs/performance.md).
   std::unordered_map<const NodeRecord*, NodeRecord*> owners;
   std::vector<std::pair<const Box*, Box*>> boxmap{{&src, &copy_root_box}};
-  std::vector<NodeRecord*> created;
   const std::size_t boxes_before = dst.boxes.size();
   std::vector<CUgraph> registered;
   try {
@@ -238,7 +237,6 @@ void rekey(Hierarchy& dst, Box& copy_root_box, const Box& src,
         CUgraphNode n = nullptr;
         call<Entry::cuGraphNodeFindInClone>(drv, "finding a node in a copied graph", &n, r->node, db->graph);
         NodeRecord* c = dst.allocate_record();
-        created.push_back(c);
         dst.publish(*db, c, n, r->type, r->current);
         if (r->type == CU_GRAPH_NODE_TYPE_GRAPH || r->type == CU_GRAPH_NODE_TYPE_CONDITIONAL) owners[r] = c;
         if (map) (*map)[r] = c;
@@ -251,10 +249,16 @@ void rekey(Hierarchy& dst, Box& copy_root_box, const Box& src,
     }
   } catch (...) {
     for (CUgraph g : registered) Registry::instance().remove(g);
-    for (NodeRecord* c : created) {
-      c->box->unlink(c);
-      dst.free_record(c);
-    }
+    // Every record made here is in the copy's root box (empty before: a fresh clone or embedded
+    // copy) or in a box added here.
+    auto drop_records = [&](Box& b) {
+      while (NodeRecord* c = b.first) {
+        b.unlink(c);
+        dst.free_record(c);
+      }
+    };
+    drop_records(copy_root_box);
+    for (std::size_t i = boxes_before; i < dst.boxes.size(); ++i) drop_records(dst.boxes[i]);
     while (dst.boxes.size() > boxes_before) dst.boxes.pop_back();
     if (map) map->clear();
     if (pairs) pairs->clear();
