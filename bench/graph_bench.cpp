@@ -461,6 +461,15 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
   }
+  {
+    // What tether's per-call context check costs (one cuCtxGetCurrent per executable update, launch
+    // and edit), next to the calls it guards.
+    CUcontext cur = nullptr;
+    const int calls = smoke ? 1000 : 200000;
+    std::int64_t t0 = now_ns();
+    for (int i = 0; i < calls; ++i) REQ(detail::raw<Entry::cuCtxGetCurrent>(*env.t, &cur));
+    std::printf("DRIVER cuCtxGetCurrent: %.1f ns per call\n", static_cast<double>(now_ns() - t0) / calls);
+  }
   double p50 = 0, p99 = 0;
   int single_n = smoke ? 20 : 2000;
   reclaim_latency(env, single_n, true, p50, p99);

@@ -8,35 +8,45 @@ namespace {
 const DriverTable& drv_of(Transaction& tx) { return *tx.hierarchy().drv; }
 }  // namespace
 
+void KernelCall::reserve(std::size_t nbytes, std::size_t nargs) {
+  heap_bytes_.reset(nbytes > kInlineBytes ? new std::byte[nbytes] : nullptr);
+  heap_args_.reset(nargs > kInlineArgs ? new void*[nargs] : nullptr);
+  nbytes_ = nbytes;
+  nargs_ = nargs;
+}
+
 KernelCall KernelCall::copy(const CUDA_KERNEL_NODE_PARAMS& p, std::span<const std::size_t> sizes) {
   KernelCall k;
   k.params = p;
+  auto aligned = [](std::size_t n) { return (n + 15) / 16 * 16; };
   std::size_t total = 0;
-  std::vector<std::size_t> offsets;
-  for (std::size_t s : sizes) {
-    total = (total + 15) / 16 * 16;
-    offsets.push_back(total);
-    total += s;
-  }
-  k.storage.resize(total);
+  for (std::size_t s : sizes) total = aligned(total) + s;
+  k.reserve(total, sizes.size());
+  std::size_t offset = 0;
   for (std::size_t i = 0; i < sizes.size(); ++i) {
-    std::memcpy(k.storage.data() + offsets[i], p.kernelParams[i], sizes[i]);
-    k.args.push_back(k.storage.data() + offsets[i]);
+    offset = aligned(offset);
+    std::memcpy(k.bytes() + offset, p.kernelParams[i], sizes[i]);
+    k.args()[i] = k.bytes() + offset;
+    offset += sizes[i];
   }
-  k.params.kernelParams = k.args.empty() ? nullptr : k.args.data();
+  k.params.kernelParams = sizes.empty() ? nullptr : k.args();
   k.params.extra = nullptr;
   return k;
 }
 
-KernelCall& KernelCall::operator=(const KernelCall& o) {
-  if (this == &o) return *this;
+void KernelCall::assign(const KernelCall& o) {
   params = o.params;
-  storage = o.storage;
-  args.clear();
-  for (void* a : o.args)
-    args.push_back(storage.data() + (static_cast<const std::byte*>(a) - o.storage.data()));
-  params.kernelParams = args.empty() ? nullptr : args.data();
-  return *this;
+  if (o.nargs_ == 0 && o.nbytes_ == 0) {
+    // Parameters that point at the caller's arguments (not a copy): nothing to rebase.
+    reserve(0, 0);
+    return;
+  }
+  reserve(o.nbytes_, o.nargs_);
+  const std::byte* from = const_cast<KernelCall&>(o).bytes();
+  if (o.nbytes_) std::memcpy(bytes(), from, o.nbytes_);
+  for (std::size_t i = 0; i < o.nargs_; ++i)
+    args()[i] = bytes() + (static_cast<const std::byte*>(const_cast<KernelCall&>(o).args()[i]) - from);
+  params.kernelParams = args();
 }
 
 KernelCall read_kernel(const DriverTable& drv, CUgraphNode node, std::span<const std::size_t> sizes) {
@@ -61,10 +71,13 @@ void update_kernel(Transaction& tx, NodeRecord* r, const KernelCall& next, const
   UnusedOwners guard(owners);
   const DriverTable* drv = &drv_of(tx);
   CUgraphNode node = r->node;
+  // The undo captures two words, so std::function does not allocate; the previous parameters
+  // stay in the transaction.
+  const std::size_t kept = tx.keep_kernel(node, previous);
+  const Transaction* t = &tx;
   tx.update(
       r, std::move(owners), [&] { return raw<Entry::cuGraphKernelNodeSetParams>(*drv, node, &next.params); },
-      Entry::cuGraphKernelNodeSetParams,
-      [drv, node, prev = previous] { return raw<Entry::cuGraphKernelNodeSetParams>(*drv, node, &prev.params); },
+      Entry::cuGraphKernelNodeSetParams, [t, kept] { return t->restore_kernel(kept); },
       Entry::cuGraphKernelNodeSetParams, what);
 }
 

@@ -12,22 +12,6 @@
 
 namespace tether::detail {
 
-/// A self-contained copy of a kernel node's parameters (the argument values are copied, so the
-/// copy stays valid after the caller's arguments are gone).
-struct KernelCall {
-  CUDA_KERNEL_NODE_PARAMS params{};
-  std::vector<std::byte> storage;
-  std::vector<void*> args;
-
-  /// Copies `p`, whose argument i has `sizes[i]` bytes.
-  static KernelCall copy(const CUDA_KERNEL_NODE_PARAMS& p, std::span<const std::size_t> sizes);
-  KernelCall() = default;
-  KernelCall(const KernelCall& o) { *this = o; }
-  KernelCall& operator=(const KernelCall& o);
-  KernelCall(KernelCall&&) = default;
-  KernelCall& operator=(KernelCall&&) = default;
-};
-
 /// Reads a kernel node's parameters back from the driver (cuGraphKernelNodeGetParams).
 KernelCall read_kernel(const DriverTable& drv, CUgraphNode node, std::span<const std::size_t> sizes);
 

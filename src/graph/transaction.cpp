@@ -105,6 +105,10 @@ void Transaction::update(NodeRecord* r, Owners&& owners, ApplyFn apply, Entry en
   ops_.push_back(Op{Kind::update, static_cast<std::uint32_t>(undos_.size() - 1), r, nullptr, st});
 }
 
+CUresult Transaction::restore_kernel(std::size_t i) const noexcept {
+  return raw<Entry::cuGraphKernelNodeSetParams>(*h_->drv, kept_[i].node, &kept_[i].params.params);
+}
+
 void Transaction::reserve_one() {
   // Geometric growth: reserving size + 1 each time would copy the log on every operation.
   if (ops_.size() == ops_.capacity()) ops_.reserve(ops_.capacity() * 2 + 16);
@@ -190,6 +194,7 @@ void Transaction::commit() noexcept {
   }
   ops_.clear();
   undos_.clear();
+  kept_.clear();
   done_ = true;
   h_->editor.store(std::thread::id(), std::memory_order_release);
   lock_.unlock();
@@ -244,6 +249,7 @@ void Transaction::rollback() noexcept {
   for (auto it = ops_.rbegin(); it != ops_.rend(); ++it) undo_one(*it);
   ops_.clear();
   undos_.clear();
+  kept_.clear();
   done_ = true;
   h_->editor.store(std::thread::id(), std::memory_order_release);
   lock_.unlock();

@@ -15,6 +15,38 @@
 
 namespace tether::detail {
 
+/// A self-contained copy of a kernel node's parameters (the argument values are copied, so the
+/// copy stays valid after the caller's arguments are gone). Parameter lists of up to 16 arguments
+/// and 128 bytes are stored inline: reading, keeping and restoring a node's parameters then
+/// allocates nothing.
+struct KernelCall {
+  CUDA_KERNEL_NODE_PARAMS params{};
+
+  /// Copies `p`, whose argument i has `sizes[i]` bytes. Throws std::bad_alloc.
+  static KernelCall copy(const CUDA_KERNEL_NODE_PARAMS& p, std::span<const std::size_t> sizes);
+  KernelCall() = default;
+  KernelCall(const KernelCall& o) { assign(o); }
+  KernelCall& operator=(const KernelCall& o) {
+    if (this != &o) assign(o);
+    return *this;
+  }
+  ~KernelCall() = default;
+
+ private:
+  static constexpr std::size_t kInlineBytes = 128, kInlineArgs = 16;
+  void assign(const KernelCall& o);
+  // Where nbytes of argument values and nargs pointers go (inline, or on the heap).
+  void reserve(std::size_t nbytes, std::size_t nargs);
+  std::byte* bytes() noexcept { return heap_bytes_ ? heap_bytes_.get() : inline_bytes_; }
+  void** args() noexcept { return heap_args_ ? heap_args_.get() : inline_args_; }
+
+  alignas(16) std::byte inline_bytes_[kInlineBytes];
+  void* inline_args_[kInlineArgs];
+  std::unique_ptr<std::byte[]> heap_bytes_;
+  std::unique_ptr<void*[]> heap_args_;
+  std::size_t nbytes_ = 0, nargs_ = 0;
+};
+
 class Transaction {
  public:
   using AddFn = FunctionRef<CUresult(CUgraph graph, const CUgraphNode* deps, std::size_t ndeps, CUgraphNode* out)>;
@@ -50,6 +82,16 @@ class Transaction {
   /// version is released after that.
   void update(NodeRecord* r, Owners&& owners, ApplyFn apply, Entry entry, CallFn undo, Entry undo_entry,
               std::string_view what);
+
+  /// Keeps a copy of kernel node `node`'s previous parameters until the transaction ends, for the
+  /// undo of its update: the undo then captures only an index (no allocation). Throws
+  /// std::bad_alloc.
+  std::size_t keep_kernel(CUgraphNode node, const KernelCall& previous) {
+    kept_.push_back({node, previous});
+    return kept_.size() - 1;
+  }
+  /// Restores what keep_kernel(i) kept (cuGraphKernelNodeSetParams).
+  CUresult restore_kernel(std::size_t i) const noexcept;
 
   /// Removes `r` at commit (removals never need undoing). Idempotent within the transaction.
   void remove(NodeRecord* r);
@@ -90,6 +132,11 @@ class Transaction {
   std::unique_lock<std::mutex> lock_;
   std::vector<Op> ops_;
   std::vector<CallFn> undos_;
+  struct KeptKernel {
+    CUgraphNode node;
+    KernelCall params;
+  };
+  std::vector<KeptKernel> kept_;
   bool done_ = false;
 };
 
