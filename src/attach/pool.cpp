@@ -15,8 +15,8 @@ namespace tether::detail {
 namespace {
 
 constexpr std::size_t kGranule = 16;
-constexpr std::size_t kMaxPooled = 512;  // larger groups use the general allocator directly
-constexpr std::size_t kClasses = kMaxPooled / kGranule;
+constexpr std::size_t kMaxPooled = 504;  // larger groups use the general allocator directly
+constexpr std::size_t kClasses = (kMaxPooled - 8) / kGranule + 1;
 constexpr std::size_t kPoolBytesPerClass = std::size_t{1} << 20;
 
 struct FreeBlock {
@@ -64,7 +64,10 @@ struct LocalCache {
 
 thread_local LocalCache t_cache;
 
-std::size_t class_of(std::size_t bytes) noexcept { return (bytes + kGranule - 1) / kGranule - 1; }
+// Class c holds blocks of 16c + 8 bytes: with glibc's 8-byte chunk header these are exactly the
+// usable sizes of its 16-byte-granular chunks, so rounding a group up to its class wastes no heap.
+std::size_t class_of(std::size_t bytes) noexcept { return bytes <= 8 ? 0 : (bytes - 8 + kGranule - 1) / kGranule; }
+std::size_t class_bytes(std::size_t c) noexcept { return c * kGranule + 8; }
 
 }  // namespace
 
@@ -87,7 +90,7 @@ void* group_allocate(std::size_t bytes) {
       local.head[c] = b->next;
       return b;
     }
-    return ::operator new((c + 1) * kGranule);
+    return ::operator new(class_bytes(c));
   }
 #endif
   return ::operator new(bytes);
@@ -98,13 +101,13 @@ void group_free(void* p, std::size_t bytes) noexcept {
   if (bytes <= kMaxPooled) {
     std::size_t c = class_of(bytes);
     Shared& s = shared_classes()[c];
-    if (s.pooled.load(std::memory_order_relaxed) * (c + 1) * kGranule < kPoolBytesPerClass) {
+    if (s.pooled.load(std::memory_order_relaxed) * class_bytes(c) < kPoolBytesPerClass) {
       s.pooled.fetch_add(1, std::memory_order_relaxed);
       auto* b = static_cast<FreeBlock*>(p);
       push_list(s, b, b);
       return;
     }
-    ::operator delete(p, (c + 1) * kGranule);
+    ::operator delete(p, class_bytes(c));
     return;
   }
 #endif
@@ -116,7 +119,7 @@ void group_pool_release() noexcept {
   auto free_list = [](FreeBlock* b, std::size_t c) {
     while (b) {
       FreeBlock* next = b->next;
-      ::operator delete(b, (c + 1) * kGranule);
+      ::operator delete(b, class_bytes(c));
       b = next;
     }
   };

@@ -6,7 +6,7 @@
 // allocator spends a few hundred instructions per allocation (docs/performance.md). Freed groups go
 // onto a lock-free stack per size class; an allocating thread takes the whole stack into its own
 // cache in one exchange (so there is no ABA problem) and pops from there without atomics. About
-// 1 MiB per size class (16-byte classes up to 512 bytes) is kept; the rest goes back to the
+// 1 MiB per size class (classes 16 bytes apart, up to 504 bytes) is kept; the rest goes back to the
 // general allocator. Under
 // AddressSanitizer the pool is off, so that a use after release is still caught.
 #pragma once

@@ -6,6 +6,21 @@ namespace tether::detail {
 
 namespace {
 const DriverTable& drv_of(Transaction& tx) { return *tx.hierarchy().drv; }
+
+// The update of a node kind whose parameters are one struct read by Get and written by Set:
+// read the previous parameters (for the undo), then set the new ones.
+template <Entry Get, Entry Set, class Params>
+void update_params(Transaction& tx, NodeRecord* r, const Params& next, Owners&& owners, const char* reading,
+                   std::string_view what) {
+  UnusedOwners guard(owners);
+  const DriverTable* drv = &drv_of(tx);
+  Params prev{};
+  call<Get>(*drv, reading, r->node, &prev);
+  CUgraphNode node = r->node;
+  tx.update(
+      r, std::move(owners), [&] { return raw<Set>(*drv, node, &next); }, Set,
+      [drv, node, prev] { return raw<Set>(*drv, node, &prev); }, Set, what);
+}
 }  // namespace
 
 void KernelCall::reserve(std::size_t nbytes, std::size_t nargs) {
@@ -104,16 +119,8 @@ NodeRecord* add_host(Transaction& tx, Box& box, std::span<NodeRecord* const> dep
 }
 
 void update_host(Transaction& tx, NodeRecord* r, CUhostFn fn, void* data, Owners&& owners) {
-  UnusedOwners guard(owners);
-  const DriverTable* drv = &drv_of(tx);
-  CUDA_HOST_NODE_PARAMS prev{};
-  call<Entry::cuGraphHostNodeGetParams>(*drv, "reading a host node's parameters", r->node, &prev);
-  CUDA_HOST_NODE_PARAMS next{fn, data};
-  CUgraphNode node = r->node;
-  tx.update(
-      r, std::move(owners), [&] { return raw<Entry::cuGraphHostNodeSetParams>(*drv, node, &next); },
-      Entry::cuGraphHostNodeSetParams, [drv, node, prev] { return raw<Entry::cuGraphHostNodeSetParams>(*drv, node, &prev); },
-      Entry::cuGraphHostNodeSetParams, "a host node");
+  update_params<Entry::cuGraphHostNodeGetParams, Entry::cuGraphHostNodeSetParams>(
+      tx, r, CUDA_HOST_NODE_PARAMS{fn, data}, std::move(owners), "reading a host node's parameters", "a host node");
 }
 
 NodeRecord* add_memset(Transaction& tx, Box& box, std::span<NodeRecord* const> deps, const CUDA_MEMSET_NODE_PARAMS& p,
@@ -128,16 +135,8 @@ NodeRecord* add_memset(Transaction& tx, Box& box, std::span<NodeRecord* const> d
 }
 
 void update_memset(Transaction& tx, NodeRecord* r, const CUDA_MEMSET_NODE_PARAMS& p, Owners&& owners) {
-  UnusedOwners guard(owners);
-  const DriverTable* drv = &drv_of(tx);
-  CUDA_MEMSET_NODE_PARAMS prev{};
-  call<Entry::cuGraphMemsetNodeGetParams>(*drv, "reading a memset node's parameters", r->node, &prev);
-  CUgraphNode node = r->node;
-  tx.update(
-      r, std::move(owners), [&] { return raw<Entry::cuGraphMemsetNodeSetParams>(*drv, node, &p); },
-      Entry::cuGraphMemsetNodeSetParams,
-      [drv, node, prev] { return raw<Entry::cuGraphMemsetNodeSetParams>(*drv, node, &prev); },
-      Entry::cuGraphMemsetNodeSetParams, "a memset node");
+  update_params<Entry::cuGraphMemsetNodeGetParams, Entry::cuGraphMemsetNodeSetParams>(
+      tx, r, p, std::move(owners), "reading a memset node's parameters", "a memset node");
 }
 
 NodeRecord* add_memcpy(Transaction& tx, Box& box, std::span<NodeRecord* const> deps, const CUDA_MEMCPY3D& p,
@@ -152,16 +151,8 @@ NodeRecord* add_memcpy(Transaction& tx, Box& box, std::span<NodeRecord* const> d
 }
 
 void update_memcpy(Transaction& tx, NodeRecord* r, const CUDA_MEMCPY3D& p, Owners&& owners) {
-  UnusedOwners guard(owners);
-  const DriverTable* drv = &drv_of(tx);
-  CUDA_MEMCPY3D prev{};
-  call<Entry::cuGraphMemcpyNodeGetParams>(*drv, "reading a memcpy node's parameters", r->node, &prev);
-  CUgraphNode node = r->node;
-  tx.update(
-      r, std::move(owners), [&] { return raw<Entry::cuGraphMemcpyNodeSetParams>(*drv, node, &p); },
-      Entry::cuGraphMemcpyNodeSetParams,
-      [drv, node, prev] { return raw<Entry::cuGraphMemcpyNodeSetParams>(*drv, node, &prev); },
-      Entry::cuGraphMemcpyNodeSetParams, "a memcpy node");
+  update_params<Entry::cuGraphMemcpyNodeGetParams, Entry::cuGraphMemcpyNodeSetParams>(
+      tx, r, p, std::move(owners), "reading a memcpy node's parameters", "a memcpy node");
 }
 
 NodeRecord* add_event(Transaction& tx, Box& box, std::span<NodeRecord* const> deps, CUevent event, bool record,
