@@ -21,6 +21,17 @@ void update_params(Transaction& tx, NodeRecord* r, const Params& next, Owners&& 
       r, std::move(owners), [&] { return raw<Set>(*drv, node, &next); }, Set,
       [drv, node, prev] { return raw<Set>(*drv, node, &prev); }, Set, what);
 }
+
+// The add of a node kind created from one parameter struct and a context (memset, memcpy).
+template <Entry Add, class Params>
+NodeRecord* add_with_context(Transaction& tx, Box& box, std::span<NodeRecord* const> deps, CUgraphNodeType type,
+                             const Params& p, CUcontext ctx, Owners&& owners, std::string_view what) {
+  const DriverTable& drv = drv_of(tx);
+  return tx.add(
+      box, deps, type, std::move(owners),
+      [&](CUgraph g, const CUgraphNode* d, std::size_t n, CUgraphNode* out) { return raw<Add>(drv, out, g, d, n, &p, ctx); },
+      Add, what);
+}
 }  // namespace
 
 void KernelCall::reserve(std::size_t nbytes, std::size_t nargs) {
@@ -125,13 +136,8 @@ void update_host(Transaction& tx, NodeRecord* r, CUhostFn fn, void* data, Owners
 
 NodeRecord* add_memset(Transaction& tx, Box& box, std::span<NodeRecord* const> deps, const CUDA_MEMSET_NODE_PARAMS& p,
                        CUcontext ctx, Owners&& owners) {
-  const DriverTable& drv = drv_of(tx);
-  return tx.add(
-      box, deps, CU_GRAPH_NODE_TYPE_MEMSET, std::move(owners),
-      [&](CUgraph g, const CUgraphNode* d, std::size_t n, CUgraphNode* out) {
-        return raw<Entry::cuGraphAddMemsetNode>(drv, out, g, d, n, &p, ctx);
-      },
-      Entry::cuGraphAddMemsetNode, "a memset node");
+  return add_with_context<Entry::cuGraphAddMemsetNode>(tx, box, deps, CU_GRAPH_NODE_TYPE_MEMSET, p, ctx,
+                                                       std::move(owners), "a memset node");
 }
 
 void update_memset(Transaction& tx, NodeRecord* r, const CUDA_MEMSET_NODE_PARAMS& p, Owners&& owners) {
@@ -141,13 +147,8 @@ void update_memset(Transaction& tx, NodeRecord* r, const CUDA_MEMSET_NODE_PARAMS
 
 NodeRecord* add_memcpy(Transaction& tx, Box& box, std::span<NodeRecord* const> deps, const CUDA_MEMCPY3D& p,
                        CUcontext ctx, Owners&& owners) {
-  const DriverTable& drv = drv_of(tx);
-  return tx.add(
-      box, deps, CU_GRAPH_NODE_TYPE_MEMCPY, std::move(owners),
-      [&](CUgraph g, const CUgraphNode* d, std::size_t n, CUgraphNode* out) {
-        return raw<Entry::cuGraphAddMemcpyNode>(drv, out, g, d, n, &p, ctx);
-      },
-      Entry::cuGraphAddMemcpyNode, "a memcpy node");
+  return add_with_context<Entry::cuGraphAddMemcpyNode>(tx, box, deps, CU_GRAPH_NODE_TYPE_MEMCPY, p, ctx,
+                                                       std::move(owners), "a memcpy node");
 }
 
 void update_memcpy(Transaction& tx, NodeRecord* r, const CUDA_MEMCPY3D& p, Owners&& owners) {
