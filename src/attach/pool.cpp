@@ -17,7 +17,7 @@ namespace {
 constexpr std::size_t kGranule = 16;
 constexpr std::size_t kMaxPooled = 504;  // larger groups use the general allocator directly
 constexpr std::size_t kClasses = (kMaxPooled - 8) / kGranule + 1;
-constexpr std::size_t kPoolBytesPerClass = std::size_t{1} << 20;
+[[maybe_unused]] constexpr std::size_t kPoolBytesPerClass = std::size_t{1} << 20;
 
 struct FreeBlock {
   FreeBlock* next;
@@ -66,8 +66,8 @@ thread_local LocalCache t_cache;
 
 // Class c holds blocks of 16c + 8 bytes: with glibc's 8-byte chunk header these are exactly the
 // usable sizes of its 16-byte-granular chunks, so rounding a group up to its class wastes no heap.
-std::size_t class_of(std::size_t bytes) noexcept { return bytes <= 8 ? 0 : (bytes - 8 + kGranule - 1) / kGranule; }
-std::size_t class_bytes(std::size_t c) noexcept { return c * kGranule + 8; }
+[[maybe_unused]] std::size_t class_of(std::size_t bytes) noexcept { return bytes <= 8 ? 0 : (bytes - 8 + kGranule - 1) / kGranule; }
+[[maybe_unused]] std::size_t class_bytes(std::size_t c) noexcept { return c * kGranule + 8; }
 
 }  // namespace
 
