@@ -5,7 +5,10 @@
 namespace tether::detail {
 
 namespace {
-std::atomic<std::uint64_t> g_live_attachments{0};
+// Created and reclaimed counted apart, on their own cache lines: the builder's thread and the
+// reclaimer then never write the same line (live = created - reclaimed).
+alignas(64) std::atomic<std::uint64_t> g_attachments_created{0};
+alignas(64) std::atomic<std::uint64_t> g_attachments_reclaimed{0};
 std::atomic<std::uint64_t> g_live_accumulators{0};
 
 void report_release(const char* what, CUresult r) noexcept {
@@ -35,7 +38,7 @@ NodeAttachment* NodeAttachment::create(const DriverTable& drv, Owners&& owners) 
   Reclaimer::instance().ensure_started();
   NodeAttachment* a = OwnersAccess::release(owners);
   a->attached_ = true;
-  g_live_attachments.fetch_add(1, std::memory_order_relaxed);
+  g_attachments_created.fetch_add(1, std::memory_order_relaxed);
   CUresult r = raw<Entry::cuUserObjectCreate>(drv, &a->uo_, static_cast<void*>(a), &NodeAttachment::on_destroy, 1u,
                                               static_cast<unsigned>(CU_USER_OBJECT_NO_DESTRUCTOR_SYNC));
   if (r != CUDA_SUCCESS) {
@@ -55,7 +58,7 @@ void NodeAttachment::on_destroy(void* self) {
 }
 
 void NodeAttachment::reclaim() noexcept {
-  if (attached_) g_live_attachments.fetch_sub(1, std::memory_order_relaxed);
+  if (attached_) g_attachments_reclaimed.fetch_add(1, std::memory_order_relaxed);
   // The most recently added group first, as Owners::reset does: `this` heads the bundle.
   for (NodeAttachment* g = this; g;) {
     NodeAttachment* next = g->next_group_;
@@ -64,7 +67,11 @@ void NodeAttachment::reclaim() noexcept {
   }
 }
 
-std::uint64_t NodeAttachment::live() noexcept { return g_live_attachments.load(std::memory_order_relaxed); }
+std::uint64_t NodeAttachment::live() noexcept {
+  // Reclaimed first: read the other way round, a release between the reads could underflow.
+  std::uint64_t reclaimed = g_attachments_reclaimed.load(std::memory_order_acquire);
+  return g_attachments_created.load(std::memory_order_acquire) - reclaimed;
+}
 
 Staged prepare(const DriverTable& drv, CUgraph graph, Owners&& owners) {
   // A version without owners has no attachment, but commit still needs the graph to release the

@@ -114,6 +114,9 @@ NodeRecord* Hierarchy::allocate_record() {
   return &records.emplace_back();
 }
 
+// Why 48: graph_bench counts metadata bytes per node against a 96-byte budget (docs/performance.md).
+static_assert(sizeof(NodeRecord) <= 48, "a node record grew beyond 48 bytes");
+
 void Hierarchy::free_record(NodeRecord* r) noexcept {
   r->node = nullptr;
   r->box = nullptr;
@@ -121,6 +124,7 @@ void Hierarchy::free_record(NodeRecord* r) noexcept {
   r->prev = nullptr;
   r->alive = false;
   r->pending = false;
+  r->removing = false;
   r->next = free_records;
   free_records = r;
 }

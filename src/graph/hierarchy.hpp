@@ -36,8 +36,9 @@ struct NodeRecord {
   NodeRecord* next = nullptr;
   std::atomic<std::uint32_t> generation{1};
   NodeTypeByte type;     // one byte: the record fits in 48 bytes (the benchmark counts metadata)
-  bool alive = false;    // published in its box
-  bool pending = false;  // added by the transaction in progress, not yet published
+  bool alive = false;     // published in its box
+  bool pending = false;   // added by the transaction in progress, not yet published
+  bool removing = false;  // its removal is logged by the transaction in progress (one log entry)
 };
 
 enum class BoxKind : std::uint8_t { root, child, body };

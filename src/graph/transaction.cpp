@@ -115,10 +115,11 @@ void Transaction::reserve_one() {
 }
 
 void Transaction::remove(NodeRecord* r) {
-  for (const Op& op : ops_)
-    if (op.kind == Kind::remove && op.rec == r) return;
+  // A flag, not a search of the log: removing every node of a large graph in one edit stays linear.
+  if (r->removing) return;
   reserve_one();
   ops_.push_back(Op{Kind::remove, 0, r, nullptr, {}});
+  r->removing = true;
 }
 
 void Transaction::connect(NodeRecord* from, NodeRecord* to) {
@@ -187,7 +188,10 @@ void Transaction::commit() noexcept {
           // published, so nothing else would release it (if the graph itself went, CUDA did).
           detail::rollback(drv, op.staged);
         break;
-      case Kind::remove: remove_now(op.rec); break;
+      case Kind::remove:
+        op.rec->removing = false;
+        remove_now(op.rec);
+        break;
       case Kind::connect:
       case Kind::disconnect: break;
     }
@@ -228,7 +232,7 @@ void Transaction::undo_one(Op& op) noexcept {
         detail::rollback(drv, op.staged);
       break;
     }
-    case Kind::remove: break;
+    case Kind::remove: op.rec->removing = false; break;
     case Kind::connect:
     case Kind::disconnect: {
       CUgraph g = op.rec->box->graph;

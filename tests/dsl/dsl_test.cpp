@@ -243,6 +243,29 @@ TEST_CASE_FIXTURE(DslFixture, "F3: a removed node cannot be updated or removed a
   if (simulated) CHECK(sim::call_count("cuGraphDestroyNode") == destroys + 1);
 }
 
+TEST_CASE_FIXTURE(DslFixture, "a removal that was rolled back can be made again, and removing every node of a graph in one edit removes each once") {
+  Graph g{ctx};
+  std::vector<Node<EmptyNode>> nodes(300);
+  g.edit([&](Edit& e) {
+    for (auto& n : nodes) n = e.empty();
+  });
+  {
+    Edit e = g.edit();
+    e.remove(nodes[0]);
+    e.remove(nodes[1]);
+  }  // rolled back: the removals are forgotten
+  CHECK(nodes[0].valid());
+  CHECK(g.node_count() == 300);
+  std::uint64_t destroys = simulated ? sim::call_count("cuGraphDestroyNode") : 0;
+  g.edit([&](Edit& e) {
+    for (auto& n : nodes) e.remove(n);
+    for (auto& n : nodes) e.remove(n);  // each a second time: idempotent
+  });
+  CHECK(g.node_count() == 0);
+  for (auto& n : nodes) CHECK_FALSE(n.valid());
+  if (simulated) CHECK(sim::call_count("cuGraphDestroyNode") == destroys + 300);
+}
+
 TEST_CASE_FIXTURE(DslFixture, "F5: a committed edit publishes all changes and releases previous versions only after commit") {
   auto v1 = std::make_shared<WitnessLog>();
   SharedBuffer<float> x = buffer(4, 1.0f);
