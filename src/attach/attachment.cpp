@@ -59,12 +59,7 @@ void NodeAttachment::on_destroy(void* self) {
 
 void NodeAttachment::reclaim() noexcept {
   if (attached_) g_attachments_reclaimed.fetch_add(1, std::memory_order_relaxed);
-  // The most recently added group first, as Owners::reset does: `this` heads the bundle.
-  for (NodeAttachment* g = this; g;) {
-    NodeAttachment* next = g->next_group_;
-    g->destroy_group();
-    g = next;
-  }
+  destroy_groups(this);  // `this` heads the bundle
 }
 
 std::uint64_t NodeAttachment::live() noexcept {

@@ -40,6 +40,14 @@ class NodeAttachment : public Reclaimable {
   }
   /// Releases this group and the rest of its bundle (what the reclaimer calls).
   void reclaim() noexcept final;
+  /// Destroys `first` and every group after it, in chain order (the most recently added first).
+  static void destroy_groups(NodeAttachment* first) noexcept {
+    while (first) {
+      NodeAttachment* next = first->next_group_;
+      first->destroy_group();
+      first = next;
+    }
+  }
 
   /// Attachments alive in the process (created and not yet reclaimed).
   static std::uint64_t live() noexcept;
@@ -82,7 +90,8 @@ concept Ownable = !std::is_same_v<std::remove_cvref_t<T>, Owners> && std::move_c
 
 /// A move-only, type-erased bundle of any number of owners, stored in one allocation per group
 /// added (the first group of a bundle given to a node also serves as the version's attachment, so
-/// a node version costs one allocation). `tether::Owners{std::move(buffer), kernel, [state = std::move(s)] {}}` moves (or copies,
+/// a node version costs one allocation).
+/// `tether::Owners{std::move(buffer), kernel, [state = std::move(s)] {}}` moves (or copies,
 /// for copyable owners such as `SharedBuffer`) each value into the bundle; destroying the bundle
 /// destroys them, the last added first. Attach a bundle to a node with
 /// `e.after(...).keeping(std::move(bundle))`.
@@ -138,13 +147,7 @@ class Owners {
   }
 
   /// Destroys every owner now (the most recently added group first).
-  void reset() noexcept {
-    while (head_) {
-      detail::NodeAttachment* next = head_->next_group_;
-      head_->destroy_group();
-      head_ = next;
-    }
-  }
+  void reset() noexcept { detail::NodeAttachment::destroy_groups(std::exchange(head_, nullptr)); }
 
  private:
   friend struct detail::OwnersAccess;

@@ -19,61 +19,21 @@ void update_params(Transaction& tx, NodeRecord* r, const Params& next, Owners&& 
   CUgraphNode node = r->node;
   tx.update(
       r, std::move(owners), [&] { return raw<Set>(*drv, node, &next); }, Set,
-      [drv, node, prev] { return raw<Set>(*drv, node, &prev); }, Set, what);
+      [drv, node, prev] { return raw<Set>(*drv, node, &prev); }, what);
 }
 
-// The add of a node kind created from one parameter struct and a context (memset, memcpy).
-template <Entry Add, class Params>
-NodeRecord* add_with_context(Transaction& tx, Box& box, std::span<NodeRecord* const> deps, CUgraphNodeType type,
-                             const Params& p, CUcontext ctx, Owners&& owners, std::string_view what) {
+// The add of a node kind whose add call takes fixed arguments after the dependencies
+// (cuGraphAdd*Node(out, graph, deps, ndeps, args...)).
+template <Entry Add, class... A>
+NodeRecord* add_node(Transaction& tx, Box& box, std::span<NodeRecord* const> deps, CUgraphNodeType type,
+                     Owners&& owners, std::string_view what, const A&... args) {
   const DriverTable& drv = drv_of(tx);
   return tx.add(
       box, deps, type, std::move(owners),
-      [&](CUgraph g, const CUgraphNode* d, std::size_t n, CUgraphNode* out) { return raw<Add>(drv, out, g, d, n, &p, ctx); },
+      [&](CUgraph g, const CUgraphNode* d, std::size_t n, CUgraphNode* out) { return raw<Add>(drv, out, g, d, n, args...); },
       Add, what);
 }
 }  // namespace
-
-void KernelCall::reserve(std::size_t nbytes, std::size_t nargs) {
-  heap_bytes_.reset(nbytes > kInlineBytes ? new std::byte[nbytes] : nullptr);
-  heap_args_.reset(nargs > kInlineArgs ? new void*[nargs] : nullptr);
-  nbytes_ = nbytes;
-  nargs_ = nargs;
-}
-
-KernelCall KernelCall::copy(const CUDA_KERNEL_NODE_PARAMS& p, std::span<const std::size_t> sizes) {
-  KernelCall k;
-  k.params = p;
-  auto aligned = [](std::size_t n) { return (n + 15) / 16 * 16; };
-  std::size_t total = 0;
-  for (std::size_t s : sizes) total = aligned(total) + s;
-  k.reserve(total, sizes.size());
-  std::size_t offset = 0;
-  for (std::size_t i = 0; i < sizes.size(); ++i) {
-    offset = aligned(offset);
-    std::memcpy(k.bytes() + offset, p.kernelParams[i], sizes[i]);
-    k.args()[i] = k.bytes() + offset;
-    offset += sizes[i];
-  }
-  k.params.kernelParams = sizes.empty() ? nullptr : k.args();
-  k.params.extra = nullptr;
-  return k;
-}
-
-void KernelCall::assign(const KernelCall& o) {
-  params = o.params;
-  if (o.nargs_ == 0 && o.nbytes_ == 0) {
-    // Parameters that point at the caller's arguments (not a copy): nothing to rebase.
-    reserve(0, 0);
-    return;
-  }
-  reserve(o.nbytes_, o.nargs_);
-  const std::byte* from = const_cast<KernelCall&>(o).bytes();
-  if (o.nbytes_) std::memcpy(bytes(), from, o.nbytes_);
-  for (std::size_t i = 0; i < o.nargs_; ++i)
-    args()[i] = bytes() + (static_cast<const std::byte*>(const_cast<KernelCall&>(o).args()[i]) - from);
-  params.kernelParams = args();
-}
 
 KernelCall read_kernel(const DriverTable& drv, CUgraphNode node, std::span<const std::size_t> sizes) {
   CUDA_KERNEL_NODE_PARAMS p{};
@@ -83,13 +43,8 @@ KernelCall read_kernel(const DriverTable& drv, CUgraphNode node, std::span<const
 
 NodeRecord* add_kernel(Transaction& tx, Box& box, std::span<NodeRecord* const> deps, const KernelCall& kc,
                        Owners&& owners, std::string_view what) {
-  const DriverTable& drv = drv_of(tx);
-  return tx.add(
-      box, deps, CU_GRAPH_NODE_TYPE_KERNEL, std::move(owners),
-      [&](CUgraph g, const CUgraphNode* d, std::size_t n, CUgraphNode* out) {
-        return raw<Entry::cuGraphAddKernelNode>(drv, out, g, d, n, &kc.params);
-      },
-      Entry::cuGraphAddKernelNode, what);
+  return add_node<Entry::cuGraphAddKernelNode>(tx, box, deps, CU_GRAPH_NODE_TYPE_KERNEL, std::move(owners), what,
+                                               &kc.params);
 }
 
 void update_kernel(Transaction& tx, NodeRecord* r, const KernelCall& next, const KernelCall& previous,
@@ -103,30 +58,19 @@ void update_kernel(Transaction& tx, NodeRecord* r, const KernelCall& next, const
   const Transaction* t = &tx;
   tx.update(
       r, std::move(owners), [&] { return raw<Entry::cuGraphKernelNodeSetParams>(*drv, node, &next.params); },
-      Entry::cuGraphKernelNodeSetParams, [t, kept] { return t->restore_kernel(kept); },
-      Entry::cuGraphKernelNodeSetParams, what);
+      Entry::cuGraphKernelNodeSetParams, [t, kept] { return t->restore_kernel(kept); }, what);
 }
 
 NodeRecord* add_empty(Transaction& tx, Box& box, std::span<NodeRecord* const> deps, Owners&& owners) {
-  const DriverTable& drv = drv_of(tx);
-  return tx.add(
-      box, deps, CU_GRAPH_NODE_TYPE_EMPTY, std::move(owners),
-      [&](CUgraph g, const CUgraphNode* d, std::size_t n, CUgraphNode* out) {
-        return raw<Entry::cuGraphAddEmptyNode>(drv, out, g, d, n);
-      },
-      Entry::cuGraphAddEmptyNode, "an empty node");
+  return add_node<Entry::cuGraphAddEmptyNode>(tx, box, deps, CU_GRAPH_NODE_TYPE_EMPTY, std::move(owners),
+                                              "an empty node");
 }
 
 NodeRecord* add_host(Transaction& tx, Box& box, std::span<NodeRecord* const> deps, CUhostFn fn, void* data,
                      Owners&& owners) {
-  const DriverTable& drv = drv_of(tx);
   CUDA_HOST_NODE_PARAMS p{fn, data};
-  return tx.add(
-      box, deps, CU_GRAPH_NODE_TYPE_HOST, std::move(owners),
-      [&](CUgraph g, const CUgraphNode* d, std::size_t n, CUgraphNode* out) {
-        return raw<Entry::cuGraphAddHostNode>(drv, out, g, d, n, &p);
-      },
-      Entry::cuGraphAddHostNode, "a host node");
+  return add_node<Entry::cuGraphAddHostNode>(tx, box, deps, CU_GRAPH_NODE_TYPE_HOST, std::move(owners), "a host node",
+                                             &p);
 }
 
 void update_host(Transaction& tx, NodeRecord* r, CUhostFn fn, void* data, Owners&& owners) {
@@ -136,8 +80,8 @@ void update_host(Transaction& tx, NodeRecord* r, CUhostFn fn, void* data, Owners
 
 NodeRecord* add_memset(Transaction& tx, Box& box, std::span<NodeRecord* const> deps, const CUDA_MEMSET_NODE_PARAMS& p,
                        CUcontext ctx, Owners&& owners) {
-  return add_with_context<Entry::cuGraphAddMemsetNode>(tx, box, deps, CU_GRAPH_NODE_TYPE_MEMSET, p, ctx,
-                                                       std::move(owners), "a memset node");
+  return add_node<Entry::cuGraphAddMemsetNode>(tx, box, deps, CU_GRAPH_NODE_TYPE_MEMSET, std::move(owners),
+                                               "a memset node", &p, ctx);
 }
 
 void update_memset(Transaction& tx, NodeRecord* r, const CUDA_MEMSET_NODE_PARAMS& p, Owners&& owners) {
@@ -147,8 +91,8 @@ void update_memset(Transaction& tx, NodeRecord* r, const CUDA_MEMSET_NODE_PARAMS
 
 NodeRecord* add_memcpy(Transaction& tx, Box& box, std::span<NodeRecord* const> deps, const CUDA_MEMCPY3D& p,
                        CUcontext ctx, Owners&& owners) {
-  return add_with_context<Entry::cuGraphAddMemcpyNode>(tx, box, deps, CU_GRAPH_NODE_TYPE_MEMCPY, p, ctx,
-                                                       std::move(owners), "a memcpy node");
+  return add_node<Entry::cuGraphAddMemcpyNode>(tx, box, deps, CU_GRAPH_NODE_TYPE_MEMCPY, std::move(owners),
+                                               "a memcpy node", &p, ctx);
 }
 
 void update_memcpy(Transaction& tx, NodeRecord* r, const CUDA_MEMCPY3D& p, Owners&& owners) {
@@ -158,15 +102,11 @@ void update_memcpy(Transaction& tx, NodeRecord* r, const CUDA_MEMCPY3D& p, Owner
 
 NodeRecord* add_event(Transaction& tx, Box& box, std::span<NodeRecord* const> deps, CUevent event, bool record,
                       Owners&& owners) {
-  const DriverTable& drv = drv_of(tx);
-  return tx.add(
-      box, deps, record ? CU_GRAPH_NODE_TYPE_EVENT_RECORD : CU_GRAPH_NODE_TYPE_WAIT_EVENT, std::move(owners),
-      [&](CUgraph g, const CUgraphNode* d, std::size_t n, CUgraphNode* out) {
-        return record ? raw<Entry::cuGraphAddEventRecordNode>(drv, out, g, d, n, event)
-                      : raw<Entry::cuGraphAddEventWaitNode>(drv, out, g, d, n, event);
-      },
-      record ? Entry::cuGraphAddEventRecordNode : Entry::cuGraphAddEventWaitNode,
-      record ? "an event record node" : "an event wait node");
+  if (record)
+    return add_node<Entry::cuGraphAddEventRecordNode>(tx, box, deps, CU_GRAPH_NODE_TYPE_EVENT_RECORD,
+                                                      std::move(owners), "an event record node", event);
+  return add_node<Entry::cuGraphAddEventWaitNode>(tx, box, deps, CU_GRAPH_NODE_TYPE_WAIT_EVENT, std::move(owners),
+                                                  "an event wait node", event);
 }
 
 void update_event(Transaction& tx, NodeRecord* r, CUevent event, Owners&& owners) {
@@ -185,30 +125,21 @@ void update_event(Transaction& tx, NodeRecord* r, CUevent event, Owners&& owners
   };
   Entry entry = record ? Entry::cuGraphEventRecordNodeSetEvent : Entry::cuGraphEventWaitNodeSetEvent;
   tx.update(
-      r, std::move(owners), [&] { return set(event); }, entry, [set, prev] { return set(prev); }, entry,
+      r, std::move(owners), [&] { return set(event); }, entry, [set, prev] { return set(prev); },
       record ? "an event record node" : "an event wait node");
 }
 
 NodeRecord* add_mem_alloc(Transaction& tx, Box& box, std::span<NodeRecord* const> deps, CUDA_MEM_ALLOC_NODE_PARAMS& p,
                           Owners&& owners) {
-  const DriverTable& drv = drv_of(tx);
-  return tx.add(
-      box, deps, CU_GRAPH_NODE_TYPE_MEM_ALLOC, std::move(owners),
-      [&](CUgraph g, const CUgraphNode* d, std::size_t n, CUgraphNode* out) {
-        return raw<Entry::cuGraphAddMemAllocNode>(drv, out, g, d, n, &p);
-      },
-      Entry::cuGraphAddMemAllocNode, "a memory allocation node");
+  CUDA_MEM_ALLOC_NODE_PARAMS* params = &p;  // the driver writes the allocation's address back
+  return add_node<Entry::cuGraphAddMemAllocNode>(tx, box, deps, CU_GRAPH_NODE_TYPE_MEM_ALLOC, std::move(owners),
+                                                 "a memory allocation node", params);
 }
 
 NodeRecord* add_mem_free(Transaction& tx, Box& box, std::span<NodeRecord* const> deps, CUdeviceptr dptr,
                          Owners&& owners) {
-  const DriverTable& drv = drv_of(tx);
-  return tx.add(
-      box, deps, CU_GRAPH_NODE_TYPE_MEM_FREE, std::move(owners),
-      [&](CUgraph g, const CUgraphNode* d, std::size_t n, CUgraphNode* out) {
-        return raw<Entry::cuGraphAddMemFreeNode>(drv, out, g, d, n, dptr);
-      },
-      Entry::cuGraphAddMemFreeNode, "a memory free node");
+  return add_node<Entry::cuGraphAddMemFreeNode>(tx, box, deps, CU_GRAPH_NODE_TYPE_MEM_FREE, std::move(owners),
+                                                "a memory free node", dptr);
 }
 
 NodeRecord* embed(Transaction& tx, Box& box, std::span<NodeRecord* const> deps, Hierarchy& source, Owners&& owners,

@@ -13,6 +13,47 @@ void mark_unusable(Hierarchy& h, const char* why, std::string_view detail) noexc
 
 }  // namespace
 
+void KernelCall::reserve(std::size_t nbytes, std::size_t nargs) {
+  heap_bytes_.reset(nbytes > kInlineBytes ? new std::byte[nbytes] : nullptr);
+  heap_args_.reset(nargs > kInlineArgs ? new void*[nargs] : nullptr);
+  nbytes_ = nbytes;
+  nargs_ = nargs;
+}
+
+KernelCall KernelCall::copy(const CUDA_KERNEL_NODE_PARAMS& p, std::span<const std::size_t> sizes) {
+  KernelCall k;
+  k.params = p;
+  auto aligned = [](std::size_t n) { return (n + 15) / 16 * 16; };
+  std::size_t total = 0;
+  for (std::size_t s : sizes) total = aligned(total) + s;
+  k.reserve(total, sizes.size());
+  std::size_t offset = 0;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    offset = aligned(offset);
+    std::memcpy(k.bytes() + offset, p.kernelParams[i], sizes[i]);
+    k.args()[i] = k.bytes() + offset;
+    offset += sizes[i];
+  }
+  k.params.kernelParams = sizes.empty() ? nullptr : k.args();
+  k.params.extra = nullptr;
+  return k;
+}
+
+void KernelCall::assign(const KernelCall& o) {
+  params = o.params;
+  if (o.nargs_ == 0 && o.nbytes_ == 0) {
+    // Parameters that point at the caller's arguments (not a copy): nothing to rebase.
+    reserve(0, 0);
+    return;
+  }
+  reserve(o.nbytes_, o.nargs_);
+  const std::byte* from = const_cast<KernelCall&>(o).bytes();
+  if (o.nbytes_) std::memcpy(bytes(), from, o.nbytes_);
+  for (std::size_t i = 0; i < o.nargs_; ++i)
+    args()[i] = bytes() + (static_cast<const std::byte*>(const_cast<KernelCall&>(o).args()[i]) - from);
+  params.kernelParams = args();
+}
+
 Transaction::Transaction(std::shared_ptr<Hierarchy> h) : h_(std::move(h)), lock_(h_->mu, std::defer_lock) {
   if (h_->editor.load(std::memory_order_acquire) == std::this_thread::get_id())
     throw UsageError("this thread already has an edit of this graph open (finish it first, or edit the child graph or "
@@ -90,7 +131,7 @@ NodeRecord* Transaction::add(Box& box, std::span<NodeRecord* const> deps, CUgrap
   return rec;
 }
 
-void Transaction::update(NodeRecord* r, Owners&& owners, ApplyFn apply, Entry entry, CallFn undo, Entry,
+void Transaction::update(NodeRecord* r, Owners&& owners, ApplyFn apply, Entry entry, CallFn undo,
                          std::string_view what) {
   UnusedOwners guard(owners);
   reserve_one();

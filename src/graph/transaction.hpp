@@ -80,8 +80,7 @@ class Transaction {
   /// Changes the parameters of `r`: `apply` makes the driver call; `undo` restores the previous
   /// parameters on rollback. The new owners become the node's version at commit, and the previous
   /// version is released after that.
-  void update(NodeRecord* r, Owners&& owners, ApplyFn apply, Entry entry, CallFn undo, Entry undo_entry,
-              std::string_view what);
+  void update(NodeRecord* r, Owners&& owners, ApplyFn apply, Entry entry, CallFn undo, std::string_view what);
 
   /// Keeps a copy of kernel node `node`'s previous parameters until the transaction ends, for the
   /// undo of its update: the undo then captures only an index (no allocation). Throws
