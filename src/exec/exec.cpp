@@ -33,32 +33,30 @@ struct ExecOwners {
   static std::size_t hash(const NodeRecord* r, std::size_t mask) noexcept {
     return static_cast<std::size_t>(reinterpret_cast<std::uintptr_t>(r) / sizeof(NodeRecord)) & mask;
   }
+  /// Where `r` is, or the empty slot where it would go.
+  std::size_t probe(const NodeRecord* r) const noexcept {
+    const std::size_t mask = current.size() - 1;
+    std::size_t i = hash(r, mask);
+    while (current[i].first && current[i].first != r) i = (i + 1) & mask;
+    return i;
+  }
   /// The slot of `r`, made if missing (may allocate: call before the driver call).
   Owners& slot(const NodeRecord* r) {
-    if ((used + 1) * 2 > current.size()) grow();
-    std::size_t mask = current.size() - 1;
-    for (std::size_t i = hash(r, mask);; i = (i + 1) & mask) {
-      if (current[i].first == r) return current[i].second;
-      if (!current[i].first) {
-        current[i].first = r;
-        ++used;
-        return current[i].second;
-      }
+    reserve(used + 1);
+    std::size_t i = probe(r);
+    if (!current[i].first) {
+      current[i].first = r;
+      ++used;
     }
+    return current[i].second;
   }
+  /// Room for `nodes` entries at most half full (a power of two, at least 16 slots).
   void reserve(std::size_t nodes) {
-    while (current.size() < nodes * 2) grow();
-  }
-  void grow() {
-    std::vector<std::pair<const NodeRecord*, Owners>> old(std::max<std::size_t>(16, current.size() * 2));
+    if (current.size() >= nodes * 2) return;
+    std::vector<std::pair<const NodeRecord*, Owners>> old(std::bit_ceil(std::max<std::size_t>(16, nodes * 2)));
     old.swap(current);
-    std::size_t mask = current.size() - 1;
-    for (auto& [r, o] : old) {
-      if (!r) continue;
-      std::size_t i = hash(r, mask);
-      while (current[i].first) i = (i + 1) & mask;
-      current[i] = {r, std::move(o)};
-    }
+    for (auto& [r, o] : old)
+      if (r) current[probe(r)] = {r, std::move(o)};
   }
 };
 
@@ -78,6 +76,13 @@ struct ExecState {
   std::weak_ptr<const Hierarchy> source;
 
   explicit ExecState(const Context& c) : ctx(c) {}
+
+  /// Holds the executable's lock with its context current: what every call on it needs.
+  struct Guard {
+    explicit Guard(ExecState& s) : lock(s.owners->mu), scope(*s.drv, s.ctx.get()) {}
+    std::lock_guard<std::mutex> lock;
+    ScopedContext scope;
+  };
   ~ExecState() {
     const DriverTable* d = drv;
     CUgraphExec e = exec;
@@ -245,10 +250,9 @@ CUgraphExec GraphExec::get() const noexcept { return s_ ? s_->exec : nullptr; }
 
 void GraphExec::launch(const Stream& stream) {
   if (!s_) throw UsageError("GraphExec::launch: the executable was moved from");
+  detail::ExecState::Guard locked(*s_);
   detail::ExecOwners& o = *s_->owners;
-  std::lock_guard lock(o.mu);
   const detail::DriverTable& drv = *s_->drv;
-  detail::ScopedContext scope(drv, s_->ctx.get());
   CUstream st = stream.get();
   detail::call<detail::Entry::cuGraphLaunch>(drv, "launching an executable graph", s_->exec, st);
   std::uint64_t n = ++o.launches;
@@ -266,8 +270,7 @@ void GraphExec::launch(const Stream& stream) {
 
 void GraphExec::upload(const Stream& stream) {
   if (!s_) throw UsageError("GraphExec::upload: the executable was moved from");
-  std::lock_guard lock(s_->owners->mu);
-  detail::ScopedContext scope(*s_->drv, s_->ctx.get());
+  detail::ExecState::Guard locked(*s_);
   detail::call<detail::Entry::cuGraphUpload>(*s_->drv, "uploading an executable graph", s_->exec, stream.get());
 }
 
@@ -314,10 +317,10 @@ detail::NodeRecord* GraphExec::check(const detail::NodeRef& n, const char* what)
 void GraphExec::node_update(detail::NodeRecord* r, Owners&& owners, detail::FunctionRef<CUresult()> apply,
                             detail::Entry entry, const char* what) {
   detail::UnusedOwners guard(owners);  // a rejected update releases its owners (on the reclaimer)
+  // The context is made current: the real driver crashed (SIGSEGV) in
+  // cuGraphExecKernelNodeSetParams with no current context.
+  detail::ExecState::Guard locked(*s_);
   detail::ExecOwners& o = *s_->owners;
-  std::lock_guard lock(o.mu);
-  // The real driver crashed (SIGSEGV) in cuGraphExecKernelNodeSetParams with no current context.
-  detail::ScopedContext scope(*s_->drv, s_->ctx.get());
   // Make room before the driver call, so that publishing afterwards cannot fail (the slot's
   // address stays valid until the next growth; the retired list gets room for one more).
   Owners& slot = o.slot(r);
@@ -364,16 +367,14 @@ void GraphExec::update(const Node<ChildNode>& node, const Graph& graph) {
 
 void GraphExec::set_enabled(const detail::NodeRef& n, bool on) {
   detail::NodeRecord* rec = check(n, "the node to enable or disable");
-  std::lock_guard lock(s_->owners->mu);
-  detail::ScopedContext scope(*s_->drv, s_->ctx.get());
+  detail::ExecState::Guard locked(*s_);
   detail::call<detail::Entry::cuGraphNodeSetEnabled>(*s_->drv, on ? "enabling a node" : "disabling a node", s_->exec,
                                                      rec->node, on ? 1u : 0u);
 }
 
 bool GraphExec::get_enabled(const detail::NodeRef& n) const {
   detail::NodeRecord* rec = check(n, "the node to query");
-  std::lock_guard lock(s_->owners->mu);
-  detail::ScopedContext scope(*s_->drv, s_->ctx.get());
+  detail::ExecState::Guard locked(*s_);
   unsigned on = 0;
   detail::call<detail::Entry::cuGraphNodeGetEnabled>(*s_->drv, "querying whether a node is enabled", s_->exec,
                                                      rec->node, &on);
