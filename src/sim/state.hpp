@@ -40,6 +40,7 @@ struct ThreadState {
   std::vector<Ctx*> stack;
   int in_destructor = 0;
   int in_callback = 0;
+  CUstreamCaptureMode capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;  // cuThreadExchangeStreamCaptureMode
   std::string explain;  // simulator-only detail for the last failing call on this thread
 };
 ThreadState& ts();

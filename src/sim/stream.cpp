@@ -410,6 +410,54 @@ CUresult sim_cuMemsetD32Async(CUdeviceptr d, unsigned v, std::size_t n, CUstream
   return set(d, v, 4, n, s, true, "cuMemsetD32Async");
 }
 
+// ----------------------------------------------------------------------------- stream-ordered allocation
+
+CUresult sim_cuMemAllocAsync(CUdeviceptr* dptr, std::size_t bytes, CUstream hs) {
+  TETHER_SIM_ENTER(cuMemAllocAsync);
+  if (!dptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = need_ctx()) return r;
+  Stream* s = stream_of(hs);
+  if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  CUresult err = CUDA_SUCCESS;
+  // Simplification: the memory is backed from the call, not from the point the stream reaches it.
+  std::uintptr_t p = device_alloc(bytes, s->ctx->device, err);
+  if (err != CUDA_SUCCESS) return err;
+  CUDA_MEM_ALLOC_NODE_PARAMS a{};
+  a.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  a.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  a.poolProps.location.id = s->ctx->device;
+  a.bytesize = bytes;
+  a.dptr = static_cast<CUdeviceptr>(p);
+  CUresult r = enqueue(
+      s, "cuMemAllocAsync", CU_GRAPH_NODE_TYPE_MEM_ALLOC, [&] { return Params{AllocP{a}}; }, [] {});
+  if (r != CUDA_SUCCESS) {
+    device_free_block(p);
+    return r;
+  }
+  *dptr = static_cast<CUdeviceptr>(p);
+  return CUDA_SUCCESS;
+}
+CUresult sim_cuMemFreeAsync(CUdeviceptr dptr, CUstream hs) {
+  TETHER_SIM_ENTER(cuMemFreeAsync);
+  if (CUresult r = need_ctx()) return r;
+  if (dptr == 0) return CUDA_ERROR_INVALID_VALUE;
+  Stream* s = stream_of(hs);
+  if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  if (classify(static_cast<std::uintptr_t>(dptr), 1, true) != Range::live) return CUDA_ERROR_INVALID_VALUE;
+  return enqueue(
+      s, "cuMemFreeAsync", CU_GRAPH_NODE_TYPE_MEM_FREE, [&] { return Params{FreeP{dptr}}; },
+      [dptr] { device_free_block(static_cast<std::uintptr_t>(dptr)); });
+}
+CUresult sim_cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
+  TETHER_SIM_ENTER(cuThreadExchangeStreamCaptureMode);
+  if (!mode) return CUDA_ERROR_INVALID_VALUE;
+  if (*mode != CU_STREAM_CAPTURE_MODE_GLOBAL && *mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+      *mode != CU_STREAM_CAPTURE_MODE_RELAXED)
+    return CUDA_ERROR_INVALID_VALUE;
+  std::swap(ts().capture_mode, *mode);
+  return CUDA_SUCCESS;
+}
+
 // ----------------------------------------------------------------------------- streams
 
 CUresult sim_cuStreamCreate(CUstream* out, unsigned flags) {
@@ -778,6 +826,9 @@ void fill_stream(tether::detail::DriverTable& t) {
   t.set<Entry::cuMemsetD32>(&sim_cuMemsetD32);
   t.set<Entry::cuMemsetD8Async>(&sim_cuMemsetD8Async);
   t.set<Entry::cuMemsetD32Async>(&sim_cuMemsetD32Async);
+  t.set<Entry::cuMemAllocAsync>(&sim_cuMemAllocAsync);
+  t.set<Entry::cuMemFreeAsync>(&sim_cuMemFreeAsync);
+  t.set<Entry::cuThreadExchangeStreamCaptureMode>(&sim_cuThreadExchangeStreamCaptureMode);
   t.set<Entry::cuStreamCreate>(&sim_cuStreamCreate);
   t.set<Entry::cuStreamDestroy>(&sim_cuStreamDestroy);
   t.set<Entry::cuStreamSynchronize>(&sim_cuStreamSynchronize);
