@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "reliability/model.hpp"
 #include "support/kernels.hpp"
@@ -32,11 +33,26 @@ std::string fatbin() {
 
 int main(int argc, char** argv) try {
   tether_model::Options o;
-  o.operations = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 1000000;
-  o.seed = argc > 2 ? std::strtoull(argv[2], nullptr, 0) : 1;
-  o.per_sequence = argc > 3 ? std::strtoull(argv[3], nullptr, 10) : 400;
-  if (o.operations == 0 || o.per_sequence == 0) {
-    std::fprintf(stderr, "usage: model_check [operations] [seed] [operations per sequence]\n");
+  o.operations = 1000000;
+  o.seed = 1;
+  o.per_sequence = 400;
+  std::vector<std::string> pos;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--threads" && i + 1 < argc)
+      o.threads = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--lenient")
+      o.lenient = true;
+    else
+      pos.push_back(a);
+  }
+  if (pos.size() > 0) o.operations = std::strtoull(pos[0].c_str(), nullptr, 10);
+  if (pos.size() > 1) o.seed = std::strtoull(pos[1].c_str(), nullptr, 0);
+  if (pos.size() > 2) o.per_sequence = std::strtoull(pos[2].c_str(), nullptr, 10);
+  if (o.operations == 0 || o.per_sequence == 0 || pos.size() > 3 || o.threads == 0 || o.threads > 8) {
+    std::fprintf(stderr,
+                 "usage: model_check [operations] [seed] [operations per sequence] [--threads T (1-8)] "
+                 "[--lenient]\n");
     return 2;
   }
   tether::Runtime rt = tether::Runtime::simulated();
@@ -67,10 +83,11 @@ int main(int argc, char** argv) try {
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf(
       "model_check: seed %llu: %llu operations in %llu sequences of up to %llu, %llu owners tracked, %llu "
-      "launches, %zu failures, %zu simulator violations left, %.1f s\n",
+      "launches, %llu liveness checks, %zu failures, %zu simulator violations left, %.1f s\n",
       static_cast<unsigned long long>(o.seed), static_cast<unsigned long long>(r.operations),
       static_cast<unsigned long long>(r.sequences), static_cast<unsigned long long>(o.per_sequence),
       static_cast<unsigned long long>(r.owners), static_cast<unsigned long long>(r.launches),
+      static_cast<unsigned long long>(r.liveness_checks),
       r.failures.size(), tether::sim::violations().size(), secs);
   std::printf("operations and outcomes:\n");
   for (const auto& [what, n] : r.counts)

@@ -29,6 +29,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -85,9 +86,13 @@ inline std::uint64_t seed_of(std::uint64_t seed, std::uint64_t i) {
 /// simulator's stream worker.
 class Ledger {
  public:
+  /// Launch channels: 0 is the checker's stream; shared executables have one each.
+  static constexpr std::size_t kChannels = 4;
+
   Id make() {
     std::lock_guard lock(mu_);
     entries_.emplace_back();
+    entries_.back().born = op_now_;
     return static_cast<Id>(entries_.size() - 1);
   }
 
@@ -112,12 +117,13 @@ class Ledger {
         --e.refs;
     }
   }
-  /// Launch number `n` (counted over the stream) may use `ids`.
-  void launched(const Ids& ids, std::uint64_t n) {
+  /// Launch number `n` of channel `ch` (counted over a stream, or over one shared executable) may
+  /// use `ids`.
+  void launched(const Ids& ids, std::uint64_t n, std::size_t ch = 0) {
     std::lock_guard lock(mu_);
     for (Id id : ids) {
       Entry& e = entries_[id];
-      e.last_launch = std::max(e.last_launch, n);
+      e.last_launch[ch] = std::max(e.last_launch[ch], n);
       e.exec = true;
       if (e.destroyed)
         error_locked(fmt::format("launch {} uses owner {}, which was already destroyed", n, id));
@@ -137,10 +143,32 @@ class Ledger {
     if (e.destroyed++) error_locked(fmt::format("owner {} destroyed twice", id));
     if (!draining) error_locked(fmt::format("owner {} destroyed outside the reclaimer", id));
     if (e.refs) error_locked(fmt::format("owner {} destroyed while {} consumer(s) may use it", id, e.refs));
-    std::uint64_t done = completed.load(std::memory_order_acquire);
-    if (e.last_launch > done)
-      error_locked(fmt::format("owner {} destroyed while launch {} may still use it ({} completed)", id,
-                               e.last_launch, done));
+    for (std::size_t ch = 0; ch < kChannels; ++ch) {
+      std::uint64_t done = done_[ch].load(std::memory_order_acquire);
+      if (e.last_launch[ch] > done)
+        error_locked(fmt::format("owner {} destroyed while launch {} (channel {}) may still use it ({} completed)",
+                                 id, e.last_launch[ch], ch, done));
+    }
+  }
+
+  /// Liveness at a quiescent point (nothing runs, the reclaimer has caught up). `held`: owners that
+  /// consumers other than claims keep by design (CUDA's references of live executables to the
+  /// versions they were instantiated or whole-updated from); `pending`: superseded per-node
+  /// versions that may still be alive (a launch used them and no release was asked for since).
+  /// Returns the owners alive that no consumer can use any more (kept beyond the bound), and the
+  /// held ones already destroyed.
+  std::pair<std::vector<Id>, std::vector<Id>> liveness(const Ids& held, const Ids& pending) const {
+    std::lock_guard lock(mu_);
+    std::vector<char> mark(entries_.size(), 0);
+    for (Id id : held) mark[id] = 1;
+    for (Id id : pending) mark[id] = mark[id] ? mark[id] : 2;
+    std::vector<Id> kept, lost;
+    for (std::size_t i = 0; i < entries_.size(); ++i) {
+      const Entry& e = entries_[i];
+      if (e.destroyed == 0 && e.refs == 0 && mark[i] == 0) kept.push_back(static_cast<Id>(i));
+      if (e.destroyed != 0 && mark[i] == 1) lost.push_back(static_cast<Id>(i));
+    }
+    return {kept, lost};
   }
 
   /// Owners not destroyed yet, and owners destroyed more than once.
@@ -150,17 +178,10 @@ class Ledger {
     for (const Entry& e : entries_) alive += e.destroyed == 0, twice += e.destroyed > 1;
     return {alive, twice};
   }
-  /// Owners that only graphs ever used (never an executable or a launch), that no consumer claims
-  /// any more, and that are still alive: once the driver and the reclaimer are idle there must be
-  /// none (a graph releases a version when its edit commits, or when the graph goes).
-  std::vector<Id> lingering() const {
+  /// The operation during which `id` was made.
+  std::uint64_t born(Id id) const {
     std::lock_guard lock(mu_);
-    std::vector<Id> out;
-    for (std::size_t i = 0; i < entries_.size(); ++i) {
-      const Entry& e = entries_[i];
-      if (!e.exec && e.refs == 0 && e.destroyed == 0) out.push_back(static_cast<Id>(i));
-    }
-    return out;
+    return entries_[id].born;
   }
   std::size_t size() const {
     std::lock_guard lock(mu_);
@@ -185,19 +206,28 @@ class Ledger {
     error_locked(std::move(msg));
   }
   /// What the main thread is doing (named in errors found on other threads).
-  void set_context(std::string ctx) {
+  void set_context(std::string ctx, std::uint64_t op = 0) {
     std::lock_guard lock(mu_);
     context_ = std::move(ctx);
+    op_now_ = op;
   }
 
+  /// Launches completed per channel (sink host nodes run).
+  std::atomic<std::uint64_t>& done(std::size_t ch) { return done_[ch]; }
+
+ private:
+  std::array<std::atomic<std::uint64_t>, kChannels> done_{};
+
+ public:
   /// Launches completed on the model's stream (sink host nodes run).
-  std::atomic<std::uint64_t> completed{0};
+  std::atomic<std::uint64_t>& completed = done_[0];
 
  private:
   struct Entry {
     std::uint32_t refs = 0;
     std::uint32_t destroyed = 0;
-    std::uint64_t last_launch = 0;
+    std::array<std::uint64_t, kChannels> last_launch{};
+    std::uint64_t born = 0;  // the operation that made it
     bool exec = false;  // ever used by an executable or a launch
   };
   void error_locked(std::string msg) {
@@ -210,6 +240,7 @@ class Ledger {
   std::vector<std::string> errors_;
   std::size_t error_count_ = 0;
   std::string context_;
+  std::uint64_t op_now_ = 0;
 };
 
 /// A move-only owner with an id in a ledger: its destructor reports to the ledger.
@@ -331,6 +362,21 @@ struct MExec {
   std::vector<Ids> top;                          // owners used per top-level node (with its nested graphs)
   std::vector<int> types;                        // node type per top-level node
   std::unordered_map<std::uint64_t, int> index;  // source node key -> top-level index
+  // Liveness: what the executable keeps besides what it may run now (`top`, claimed).
+  std::vector<Ids> base;  // per top-level node: the version CUDA's references hold (instantiate, whole
+                          // or child graph update) until a whole update or the executable's end
+  struct PerNode {
+    Ids ids;            // tracked owners (host callables); kernels, buffers, events are untracked
+    bool used = false;  // a launch may have used it
+  };
+  std::map<int, PerNode> pernode;  // the executable's own version per top-level node (per-node updates)
+  struct Retired {
+    Ids ids;
+    bool asked = false;  // a launch or GraphExec::reclaim came after it was superseded
+  };
+  std::vector<Retired> retired;  // superseded per-node versions a launch may have used
+  std::vector<Retired> unused;   // superseded unused after some launch: must be gone at once (diagnostics)
+  std::uint64_t launches = 0;
 };
 
 /// Totals of a run.
@@ -339,6 +385,7 @@ struct Result {
   std::uint64_t sequences = 0;
   std::uint64_t owners = 0;
   std::uint64_t launches = 0;
+  std::uint64_t liveness_checks = 0;  // quiescent points where liveness was checked
   std::vector<std::string> failures;            // "sequence i (seed s): ..." per failing sequence
   std::map<std::string, std::uint64_t> counts;  // operations (and outcomes) by name
 };
@@ -348,12 +395,18 @@ struct Options {
   std::uint64_t operations = 50000;
   std::uint64_t seed = 1;
   std::uint64_t per_sequence = 400;  // operations per sequence (the last one may be shorter)
+  /// Diagnostics only: a per-node version superseded before any launch used it, after the
+  /// executable's first launch, may stay until a later launch or reclaim (instead of going at once).
+  bool lenient = false;
+  /// Threads running sequences at once (1: the plain checker; more: run_threads).
+  std::uint64_t threads = 1;
 };
 
 class Checker {
  public:
-  Checker(const tether::Context& ctx, const tether_test::TestKernels& k, const tether::Stream& s)
-      : ctx_(ctx), k_(k), s_(s) {}
+  Checker(const tether::Context& ctx, const tether_test::TestKernels& k, const tether::Stream& s,
+          bool lenient = false)
+      : ctx_(ctx), k_(k), s_(s), lenient_(lenient) {}
 
   /// Runs `n` operations of the sequence seeded with `seed`, then tears everything down and checks.
   /// Returns the failures found (empty when the sequence passed).
@@ -364,11 +417,13 @@ class Checker {
       op_ = i;
       step();
       ++totals.operations;
+      check_versions(false);
       check_ledger();
     }
     if (failures_.empty()) teardown();
     totals.owners += ledger_->size();
     totals.launches += launches_;
+    totals.liveness_checks += liveness_checks_;
     finish();
     return std::move(failures_);
   }
@@ -385,6 +440,7 @@ class Checker {
     execs_.clear();
     where_.clear();
     launches_ = 0;
+    liveness_checks_ = 0;
     next_key_ = 1;
     op_ = 0;
     tether::sim::quiesce();
@@ -717,7 +773,7 @@ class Checker {
     int r = static_cast<int>(rng_->below(static_cast<std::size_t>(total)));
     for (const Choice& c : choices) {
       if (r < c.weight) {
-        ledger_->set_context(fmt::format("op {} ({})", op_, c.name));
+        ledger_->set_context(fmt::format("op {} ({})", op_, c.name), op_);
         count(c.name);
         try {
           (this->*c.fn)();
@@ -1477,6 +1533,7 @@ class Checker {
       x.x.emplace(graphs_[*gi].g->instantiate());
     }
     for (const Ids& ids : x.top) ledger_->claim(ids, "an executable", true);
+    x.base = x.top;
     execs_.push_back(std::move(x));
   }
 
@@ -1503,9 +1560,32 @@ class Checker {
     MExec& x = execs_[*xi];
     x.x->launch(s_);
     ++launches_;
+    ++x.launches;
     Ids all;
     for (const Ids& ids : x.top) all.insert(all.end(), ids.begin(), ids.end());
     ledger_->launched(all, launches_);
+    launched(x);
+  }
+  // The model of a launch of x: every version it runs is used; a marker follows the launch.
+  static void launched(MExec& x) {
+    for (auto& [i, p] : x.pernode) p.used = true;
+    asked(x);
+  }
+  static void asked(MExec& x) {
+    for (MExec::Retired& r : x.retired) r.asked = true;
+    for (MExec::Retired& r : x.unused) r.asked = true;
+  }
+  // A per-node update of node i was applied: its previous per-node version goes at once if no
+  // launch used it, else once a later launch or reclaim has run.
+  static void supersede(MExec& x, int i, Ids ids) {
+    auto it = x.pernode.find(i);
+    if (it != x.pernode.end())
+      (it->second.used ? x.retired : x.unused).push_back({std::move(it->second.ids), false});
+    x.pernode[i] = {std::move(ids), false};
+  }
+  static void supersede_all(MExec& x) {
+    for (auto& [i, p] : x.pernode) (p.used ? x.retired : x.unused).push_back({std::move(p.ids), false});
+    x.pernode.clear();
   }
 
   void op_upload() {
@@ -1515,7 +1595,9 @@ class Checker {
 
   void op_exec_reclaim() {
     auto xi = live_exec();
-    if (xi) execs_[*xi].x->reclaim(s_);
+    if (!xi) return;
+    execs_[*xi].x->reclaim(s_);
+    asked(execs_[*xi]);
   }
 
   void op_destroy_exec() {
@@ -1528,6 +1610,10 @@ class Checker {
     x.x.reset();
     x.alive = false;
     x.top.clear();
+    x.base.clear();
+    x.pernode.clear();
+    x.retired.clear();
+    x.unused.clear();
   }
 
   // A top-level node of the source, still there, that the executable has (per-node updates name
@@ -1549,7 +1635,7 @@ class Checker {
   // Runs a change of top-level node i of x: the model first gives up its claim (so tether may
   // release), then claims the new owners, or the old ones again if the change failed.
   template <class F>
-  void exec_change(MExec& x, int i, F&& change, Ids& fresh, bool expect_ok) {
+  bool exec_change(MExec& x, int i, F&& change, Ids& fresh, bool expect_ok) {
     Ids old = x.top[static_cast<std::size_t>(i)];
     ledger_->unclaim(old);
     bool ok = true;
@@ -1566,6 +1652,7 @@ class Checker {
     } else {
       ledger_->claim(old, "an executable (update refused)", true);
     }
+    return ok;
   }
 
   void op_exec_update_node() {
@@ -1580,7 +1667,7 @@ class Checker {
     auto [n, i] = *t;
     Ids fresh;
     const Handle h = n->h;
-    exec_change(
+    bool ok = exec_change(
         x, i,
         [&] {
           switch (n->kind) {
@@ -1613,6 +1700,7 @@ class Checker {
           }
         },
         fresh, true);
+    if (ok) supersede(x, i, x.top[static_cast<std::size_t>(i)]);
   }
 
   void op_exec_update_child() {
@@ -1630,13 +1718,15 @@ class Checker {
     Ids fresh = n->ids;  // the child node's own version stays; its graph's owners are swapped
     Ids sub = graph_ids(src);
     fresh.insert(fresh.end(), sub.begin(), sub.end());
-    exec_change(
+    bool ok = exec_change(
         x, i,
         [&] {
           x.x->update(std::get<tether::Node<tether::ChildNode>>(h),
                       *graphs_[static_cast<std::size_t>(src)].g);
         },
         fresh, false);
+    // CUDA swaps the child's references: the old embedded versions go (once launches are done).
+    if (ok) x.base[static_cast<std::size_t>(i)] = x.top[static_cast<std::size_t>(i)];
   }
 
   // A per-node update naming a node of another graph (often one made after the source was
@@ -1685,6 +1775,8 @@ class Checker {
       for (const Ids& ids : top) ledger_->claim(ids, "an executable (whole update)", true);
       x.top = std::move(top);
       x.types = std::move(types);
+      x.base = x.top;  // CUDA swapped the references (DRIVER_FACTS 7a)
+      supersede_all(x);
       if (g == x.source) {
         const MBox& root = box(graphs_[*gi].root);
         for (std::size_t i = 0; i < root.nodes.size(); ++i) x.index[root.nodes[i].key] = static_cast<int>(i);
@@ -1718,15 +1810,86 @@ class Checker {
 
   void op_hold() { hold_gate(); }
   void op_sync() {
+    // Half the time every executable is asked to release what its launches no longer use.
+    if (rng_->chance(0.5)) {
+      count("synchronize after reclaiming every executable");
+      for (MExec& x : execs_)
+        if (x.alive) {
+          x.x->reclaim(s_);
+          asked(x);
+        }
+    }
     sync();
-    // Nothing runs now: what only graphs used and no graph uses any more must be gone.
+    if (concurrent_) return;  // the quiescent checks run at the barriers
+    settle();
+    check_liveness();
+  }
+
+ public:
+  /// Waits until nothing runs and the reclaimer has released everything whose last consumer is gone.
+  static void settle() {
     tether::sim::quiesce(std::chrono::seconds(5));
     tether::wait_reclaimed(std::chrono::seconds(5));
-    std::vector<Id> l = ledger_->lingering();
-    if (!l.empty())
-      fail(
-          fmt::format("{} owner(s) no graph uses any more are still alive (first: {})", l.size(), l.front()));
   }
+
+  /// Liveness at a quiescent point (everything launched has completed, settle() ran): the owners
+  /// alive are exactly those some consumer may still use — a graph, clone or embedded copy (its
+  /// current versions), an executable (what it runs now, and the versions CUDA's references hold:
+  /// those it was instantiated, whole-updated or child-updated from), and superseded per-node
+  /// versions a launch used and whose release nobody asked for since (no later launch, no
+  /// reclaim). Each executable's live_node_versions() is within the same bound.
+  void check_liveness() {
+    Ids held, pending;
+    for (MExec& x : execs_) {
+      if (!x.alive) continue;
+      std::erase_if(x.retired, [](const MExec::Retired& r) { return r.asked; });
+      std::erase_if(x.unused, [](const MExec::Retired& r) { return r.asked; });
+      for (const Ids& ids : x.base) held.insert(held.end(), ids.begin(), ids.end());
+      for (const MExec::Retired& r : x.retired) pending.insert(pending.end(), r.ids.begin(), r.ids.end());
+      if (lenient_)
+        for (const MExec::Retired& r : x.unused) pending.insert(pending.end(), r.ids.begin(), r.ids.end());
+    }
+    check_versions(true);
+    auto [kept, lost] = ledger_->liveness(held, pending);
+    ++liveness_checks_;
+    if (!kept.empty())
+      fail(fmt::format("liveness: {} owner(s) alive that no consumer can use any more (first: {}, made at op {})",
+                       kept.size(), kept.front(), ledger_->born(kept.front())));
+    if (!lost.empty())
+      fail(fmt::format("{} owner(s) destroyed that an executable's CUDA references still hold (first: {})",
+                       lost.size(), lost.front()));
+  }
+  std::uint64_t liveness_checks() const { return liveness_checks_; }
+
+ private:
+  // Each executable's per-node versions alive: at least one per node updated per-node (its
+  // current one), at most that plus the superseded ones a launch used whose release is not known
+  // to have run (`settled`: nothing runs and the reclaimer caught up, so only those never asked).
+  // Off a quiescent point a version superseded unused may still be queued on the reclaimer: an
+  // excess is rechecked after waiting for it.
+  void check_versions(bool settled) {
+    for (MExec& x : execs_) {
+      if (!x.alive) continue;
+      const std::size_t lo = x.pernode.size(), hi = lo + x.retired.size() + (lenient_ ? x.unused.size() : 0);
+      std::size_t live = x.x->live_node_versions();
+      if (live > hi && !settled) {
+        tether::wait_reclaimed(std::chrono::seconds(5));
+        live = x.x->live_node_versions();
+      }
+      if (live > hi && live <= hi + x.unused.size())
+        fail(fmt::format("liveness: executable {} keeps {} per-node version(s) superseded before any launch "
+                         "used them (the bound is {}..{}; {} such superseded after launch {} and not released "
+                         "at once)",
+                         &x - execs_.data(), live - hi, lo, hi, x.unused.size(), x.launches));
+      else if (live < lo || live > hi)
+        fail(fmt::format("executable {}: {} per-node versions alive, the bound is {}..{} ({} nodes updated "
+                         "per-node, {} superseded versions a launch may have used{})",
+                         &x - execs_.data(), live, lo, hi, lo, x.retired.size(),
+                         settled ? "" : ", unsettled"));
+    }
+  }
+
+ private:
   void op_reclaim() { tether::reclaim(); }
 
   // --------------------------------------------------------------------------- state
@@ -1752,6 +1915,9 @@ class Checker {
   std::uint64_t op_ = 0;
   std::uint64_t attachments_ = 0;
   std::uint64_t accumulators_ = 0;
+  std::uint64_t liveness_checks_ = 0;
+  bool concurrent_ = false;
+  bool lenient_ = false;  // diagnostics: versions superseded unused after a launch may linger until asked  // one of several threads: global checks and waits are the harness's
   tether::sim::Stats stats_;
 };
 
@@ -1760,7 +1926,7 @@ class Checker {
 inline Result run(const tether::Context& ctx, const tether_test::TestKernels& k, const tether::Stream& s,
                   const Options& options, const std::function<void(const Result&)>& progress = {}) {
   Result result;
-  Checker checker(ctx, k, s);
+  Checker checker(ctx, k, s, options.lenient);
   for (std::uint64_t i = 0; result.operations < options.operations; ++i) {
     std::uint64_t n = std::min(options.per_sequence, options.operations - result.operations);
     std::uint64_t seed = seed_of(options.seed, i);
