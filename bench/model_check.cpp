@@ -70,7 +70,7 @@ int main(int argc, char** argv) try {
 
   auto t0 = std::chrono::steady_clock::now();
   std::uint64_t next_report = 100000;
-  tether_model::Result r = tether_model::run(ctx, k, s, o, [&](const tether_model::Result& p) {
+  auto report = [&](const tether_model::Result& p) {
     if (p.operations >= next_report) {
       double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       std::printf("  %llu operations, %llu sequences, %zu failures, %.0f s\n",
@@ -79,12 +79,16 @@ int main(int argc, char** argv) try {
       std::fflush(stdout);
       next_report += 100000;
     }
-  });
+  };
+  tether_model::Result r = o.threads > 1 ? tether_model::run_threads(ctx, k, o, report)
+                                         : tether_model::run(ctx, k, s, o, report);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf(
-      "model_check: seed %llu: %llu operations in %llu sequences of up to %llu, %llu owners tracked, %llu "
+      "model_check: seed %llu, %llu thread(s): %llu operations in %llu sequences of up to %llu, %llu owners "
+      "tracked, %llu "
       "launches, %llu liveness checks, %zu failures, %zu simulator violations left, %.1f s\n",
-      static_cast<unsigned long long>(o.seed), static_cast<unsigned long long>(r.operations),
+      static_cast<unsigned long long>(o.seed), static_cast<unsigned long long>(o.threads),
+      static_cast<unsigned long long>(r.operations),
       static_cast<unsigned long long>(r.sequences), static_cast<unsigned long long>(o.per_sequence),
       static_cast<unsigned long long>(r.owners), static_cast<unsigned long long>(r.launches),
       static_cast<unsigned long long>(r.liveness_checks),

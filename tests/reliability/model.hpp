@@ -31,6 +31,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <barrier>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -405,8 +406,45 @@ struct Options {
 class Checker {
  public:
   Checker(const tether::Context& ctx, const tether_test::TestKernels& k, const tether::Stream& s,
-          bool lenient = false)
-      : ctx_(ctx), k_(k), s_(s), lenient_(lenient) {}
+          bool lenient = false, bool concurrent = false)
+      : ctx_(ctx), k_(k), s_(s), concurrent_(concurrent), lenient_(lenient) {}
+
+  /// One operation on something several threads share (run_threads): chosen with the sequence's
+  /// generator, run on this checker's stream (its failures are the shared object's).
+  using SharedOp = std::function<void(Rng&, const tether::Stream&, std::uint64_t op,
+                                      std::map<std::string, std::uint64_t>& counts)>;
+
+  // The steps of run_sequence, for the threads of run_threads (concurrent checkers): begin, then
+  // operations with pause() (stream synchronized) and check_liveness() (after the harness settled
+  // everything) at barriers, then end_destroy(), and end_check() once the harness settled again.
+  void begin(std::uint64_t seed, Result& totals, SharedOp shared = {}) {
+    counts_ = &totals.counts;
+    shared_ = std::move(shared);
+    start(seed);
+  }
+  void operation(std::uint64_t i, Result& totals) {
+    if (!failures_.empty()) return;
+    op_ = i;
+    step();
+    ++totals.operations;
+    check_versions(false);
+    check_ledger();
+  }
+  void pause() {
+    if (rng_) sync();
+  }
+  void end_destroy() {
+    if (failures_.empty()) teardown_destroy();
+  }
+  std::vector<std::string> end_check(Result& totals) {
+    if (failures_.empty()) teardown_check();
+    totals.owners += ledger_->size();
+    totals.launches += launches_;
+    totals.liveness_checks += liveness_checks_;
+    finish();
+    return std::move(failures_);
+  }
+  bool failed() const { return !failures_.empty(); }
 
   /// Runs `n` operations of the sequence seeded with `seed`, then tears everything down and checks.
   /// Returns the failures found (empty when the sequence passed).
@@ -420,7 +458,10 @@ class Checker {
       check_versions(false);
       check_ledger();
     }
-    if (failures_.empty()) teardown();
+    if (failures_.empty()) {
+      teardown_destroy();
+      teardown_check();
+    }
     totals.owners += ledger_->size();
     totals.launches += launches_;
     totals.liveness_checks += liveness_checks_;
@@ -443,12 +484,14 @@ class Checker {
     liveness_checks_ = 0;
     next_key_ = 1;
     op_ = 0;
-    tether::sim::quiesce();
-    tether::wait_reclaimed(std::chrono::seconds(5));
-    attachments_ = tether::detail::NodeAttachment::live();
-    accumulators_ = tether::detail::ExecAccumulator::live();
-    stats_ = tether::sim::stats();
-    tether::sim::clear_violations();
+    if (!concurrent_) {
+      tether::sim::quiesce();
+      tether::wait_reclaimed(std::chrono::seconds(5));
+      attachments_ = tether::detail::NodeAttachment::live();
+      accumulators_ = tether::detail::ExecAccumulator::live();
+      stats_ = tether::sim::stats();
+      tether::sim::clear_violations();
+    }
     for (int i = 0; i < 4; ++i) pool_.push_back(fresh_buffer(1.0f));
     pinned_ = ctx_.alloc_pinned<float>(4).share();
     events_ = {ctx_.make_event(), ctx_.make_event()};
@@ -492,8 +535,9 @@ class Checker {
     for (const std::string& e : ledger_->errors()) fail(e);
   }
 
-  // Destroys everything in a random order, drains, and checks that every owner went exactly once.
-  void teardown() {
+  // Destroys everything in a random order; teardown_check drains, and checks that every owner
+  // went exactly once.
+  void teardown_destroy() {
     ledger_->set_context("teardown");
     std::vector<std::pair<int, int>> order;  // (0 graph | 1 exec, index)
     for (std::size_t i = 0; i < graphs_.size(); ++i)
@@ -514,6 +558,8 @@ class Checker {
     pool_.clear();
     pinned_ = {};
     events_.clear();
+  }
+  void teardown_check() {
     // Bounded waits: the simulator's deferred destructors and the reclaimer.
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     for (;;) {
@@ -529,6 +575,7 @@ class Checker {
     if (twice) fail(fmt::format("{} owner(s) destroyed more than once", twice));
     if (std::size_t c = ledger_->claimed())
       fail(fmt::format("model error: {} owner(s) still claimed after teardown", c));
+    if (concurrent_) return;  // the counts below are the whole process's: the harness checks them
     auto settled = [&] {
       tether::sim::Stats st = tether::sim::stats();
       return tether::detail::NodeAttachment::live() == attachments_ &&
@@ -767,6 +814,7 @@ class Checker {
         {2, &Checker::op_hold, "hold the stream"},
         {4, &Checker::op_sync, "synchronize"},
         {1, &Checker::op_reclaim, "reclaim"},
+        {shared_ ? 12 : 0, &Checker::op_shared, "shared executable"},
     };
     int total = 0;
     for (const Choice& c : choices) total += c.weight;
@@ -1891,6 +1939,9 @@ class Checker {
 
  private:
   void op_reclaim() { tether::reclaim(); }
+  void op_shared() {
+    shared_(*rng_, s_, op_, *counts_);
+  }
 
   // --------------------------------------------------------------------------- state
 
@@ -1916,8 +1967,9 @@ class Checker {
   std::uint64_t attachments_ = 0;
   std::uint64_t accumulators_ = 0;
   std::uint64_t liveness_checks_ = 0;
-  bool concurrent_ = false;
-  bool lenient_ = false;  // diagnostics: versions superseded unused after a launch may linger until asked  // one of several threads: global checks and waits are the harness's
+  bool concurrent_ = false;  // one of several threads: global checks and waits are the harness's
+  SharedOp shared_;
+  bool lenient_ = false;     // diagnostics: versions superseded unused after a launch may linger until asked
   tether::sim::Stats stats_;
 };
 
@@ -1934,6 +1986,391 @@ inline Result run(const tether::Context& ctx, const tether_test::TestKernels& k,
     ++result.sequences;
     for (const std::string& m : f)
       result.failures.push_back(fmt::format("sequence {} (seed {:#x}, {} operations): {}", i, seed, n, m));
+    if (progress) progress(result);
+  }
+  return result;
+}
+
+
+// ----------------------------------------------------------------------------- several threads
+
+/// Executables that the threads of run_threads share: made from one source graph (a sink and
+/// kernel and host nodes with tracked owners), launched, updated per node and whole, and reclaimed
+/// from every thread, each on its own stream. The model of one executable is only exact if it
+/// knows the order of its calls, so each executable's calls are made under its own lock (the
+/// library's lock serialises them anyway); everything else runs concurrently: calls on the other
+/// executables, whole updates reading the one source graph, the threads' own sequences, launches
+/// and completion markers on several streams, the reclaimer. Launches of one executable run one
+/// after another, even on different streams, so each executable counts its completions on its own
+/// ledger channel: it runs its own sink (a per-node update of the source's sink, made again after
+/// every whole update, before any launch).
+class SharedExecs {
+ public:
+  static constexpr std::size_t kExecs = 3;  // ledger channels 1..3
+  static constexpr std::size_t kNodes = 4;  // besides the sink: kernels 1, 2; host nodes 3, 4
+
+ private:
+  Tracked tracked(Ids& ids) {
+    Id id = ledger_->make();
+    ids.push_back(id);
+    return Tracked(ledger_, id);
+  }
+  auto host_fn(Ids& ids) {
+    return [t = tracked(ids)] { t.ran(); };
+  }
+
+ public:
+
+  SharedExecs(const tether::Context& ctx, const tether_test::TestKernels& k, bool lenient)
+      : ctx_(ctx), k_(k), lenient_(lenient), ledger_(std::make_shared<Ledger>()) {
+    for (int i = 0; i < 2; ++i) pool_.push_back(ctx_.alloc<float>(4).share());
+    g_.emplace(ctx_);
+    tether::GraphRef ref = g_->ref();
+    src_.resize(kNodes + 1);
+    g_->edit([&](tether::Edit& e) {
+      sink_ = e.host([l = ledger_] { l->error("the source graph's own sink ran (each executable runs its own)"); });
+      for (std::size_t i = 1; i <= kNodes; ++i) {
+        tether::Owners o;
+        for (int j = 0; j < 2; ++j) o += tether::Owners{tracked(src_[i])};
+        tether::Node<> n;
+        // Kernels over no elements: the executables run concurrently, their buffers are shared.
+        if (i <= 2)
+          n = kern_[i - 1] =
+              e.in(ref).keeping(std::move(o)).launch(k_.scale, tether::Grid{1}, tether::Block{4}, pool_[0], 1.0f, 0);
+        else
+          n = host_[i - 3] = e.in(ref).keeping(std::move(o)).host(host_fn(src_[i]));
+        e.connect(n, sink_);
+      }
+    });
+    for (const Ids& ids : src_) ledger_->claim(ids, "the shared source graph");
+    for (std::size_t j = 0; j < kExecs; ++j) {
+      X& x = xs_[j];
+      x.x.emplace(g_->instantiate());
+      x.top = src_;
+      for (const Ids& ids : x.top) ledger_->claim(ids, "a shared executable", true);
+      x.base = x.top;
+      own_sink(j);
+    }
+  }
+
+  /// One operation on a random executable, on `s`, from any thread (`thread` names it in failures).
+  /// After a failure the shared executables are left alone.
+  void op(Rng& rng, const tether::Stream& s, std::size_t thread, std::uint64_t at,
+          std::map<std::string, std::uint64_t>& counts) {
+    const std::size_t j = rng.below(kExecs);
+    const std::size_t r = rng.below(100);
+    if (failed_.load()) return;
+    auto fail = [&](std::string m) { record(fmt::format("thread {} op {}: {}", thread, at, m)); };
+    X& x = xs_[j];
+    std::lock_guard lock(x.mu);
+    try {
+      if (r < 40) {
+        ++counts["shared: launch"];
+        x.x->launch(s);
+        ++x.launches;
+        x.last = &s;
+        Ids all;
+        for (const Ids& ids : x.top) all.insert(all.end(), ids.begin(), ids.end());
+        ledger_->launched(all, x.launches, j + 1);
+        for (auto& [i, p] : x.pernode) p.used = true;
+        asked(x);
+      } else if (r < 75) {
+        ++counts["shared: per-node update"];
+        const std::size_t i = 1 + rng.below(kNodes);
+        Ids fresh;
+        ledger_->unclaim(x.top[i]);
+        if (i <= 2)
+          x.x->update(kern_[i - 1], tether::Grid{1}, tether::Block{4}, pool_[rng.below(pool_.size())],
+                      static_cast<float>(rng.below(4)), 0);
+        else
+          x.x->update(host_[i - 3], host_fn(fresh));
+        ledger_->claim(fresh, "a shared executable", true);
+        x.top[i] = fresh;
+        supersede(x, i, std::move(fresh));
+      } else if (r < 85) {
+        ++counts["shared: whole update"];
+        for (const Ids& ids : x.top) ledger_->unclaim(ids);
+        tether::UpdateResult u = x.x->update(*g_);
+        if (!u) fail(fmt::format("shared executable {}: whole update from its source refused", j));
+        x.top = src_;
+        for (const Ids& ids : x.top) ledger_->claim(ids, "a shared executable (whole update)", true);
+        x.base = x.top;
+        for (auto& [i, p] : x.pernode) (p.used ? x.retired : x.unused).push_back({std::move(p.ids), false});
+        x.pernode.clear();
+        own_sink(j);
+      } else if (r < 95) {
+        if (x.launches == 0 || x.last == &s) {
+          ++counts["shared: reclaim"];
+          x.x->reclaim(s);
+          asked(x);
+        } else {
+          ++counts["shared: reclaim on another stream (refused)"];
+          try {
+            x.x->reclaim(s);
+            fail(fmt::format("shared executable {}: reclaim took a stream other than its last launch's", j));
+          } catch (const tether::UsageError&) {
+          }
+        }
+      } else {
+        ++counts["shared: enable/disable"];
+        const bool on = rng.chance(0.5);
+        x.x->enable(kern_[rng.below(2)], on);
+      }
+    } catch (const std::exception& e) {
+      fail(fmt::format("shared executable {}: unexpected exception: {}", j, e.what()));
+    }
+    check_versions(j, false, fail);
+  }
+
+  /// At a barrier (every thread paused): asks some executables to reclaim, synchronizes `streams`,
+  /// settles, and checks completions, the per-node bound and liveness.
+  void quiescent(Rng& rng, const std::vector<tether::Stream>& streams, std::uint64_t at) {
+    auto fail = [&](std::string m) { record(fmt::format("barrier after op {}: {}", at, m)); };
+    if (failed_.load()) {
+      for (const tether::Stream& st : streams) st.synchronize();
+      Checker::settle();
+      return;
+    }
+    for (X& x : xs_)
+      if (rng.chance(0.5)) {
+        x.x->reclaim(x.last ? *x.last : streams.front());
+        asked(x);
+      }
+    for (const tether::Stream& st : streams) st.synchronize();
+    Checker::settle();
+    Ids held, pending;
+    for (std::size_t j = 0; j < kExecs; ++j) {
+      X& x = xs_[j];
+      if (std::uint64_t d = ledger_->done(j + 1).load(); d != x.launches)
+        fail(fmt::format("model error: shared executable {}: {} launches, {} sinks ran", j, x.launches, d));
+      std::erase_if(x.retired, [](const Retired& r) { return r.asked; });
+      std::erase_if(x.unused, [](const Retired& r) { return r.asked; });
+      check_versions(j, true, fail);
+      for (const Ids& ids : x.base) held.insert(held.end(), ids.begin(), ids.end());
+      for (const Retired& r : x.retired) pending.insert(pending.end(), r.ids.begin(), r.ids.end());
+      if (lenient_)
+        for (const Retired& r : x.unused) pending.insert(pending.end(), r.ids.begin(), r.ids.end());
+    }
+    auto [kept, lost] = ledger_->liveness(held, pending);
+    if (!kept.empty())
+      fail(fmt::format("liveness: {} shared owner(s) alive that no consumer can use any more (first: {})",
+                       kept.size(), kept.front()));
+    if (!lost.empty())
+      fail(fmt::format("{} shared owner(s) destroyed that an executable's CUDA references still hold", lost.size()));
+    for (const std::string& e : ledger_->errors()) fail(e);
+  }
+
+  /// Destroys everything (the streams are synchronized after); end() checks.
+  void destroy() {
+    for (X& x : xs_) {
+      for (const Ids& ids : x.top) ledger_->unclaim(ids);
+      x.x.reset();
+    }
+    for (const Ids& ids : src_) ledger_->unclaim(ids);
+    kern_[0] = kern_[1] = {};
+    host_[0] = host_[1] = {};
+    sink_ = {};
+    g_.reset();
+    pool_.clear();
+  }
+  void end() {
+    auto fail = [&](std::string m) { record("end: " + m); };
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (ledger_->unsettled().first && std::chrono::steady_clock::now() < deadline) {
+      Checker::settle();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    auto [alive, twice] = ledger_->unsettled();
+    if (alive) fail(fmt::format("{} shared owner(s) never destroyed after every consumer was gone", alive));
+    if (twice) fail(fmt::format("{} shared owner(s) destroyed more than once", twice));
+    for (const std::string& e : ledger_->errors()) fail(e);
+  }
+
+ private:
+ public:
+  /// Failures found so far.
+  std::vector<std::string> failures() const {
+    std::lock_guard lock(fail_mu_);
+    return failures_;
+  }
+
+ private:
+  void record(std::string m) {
+    std::lock_guard lock(fail_mu_);
+    failed_.store(true);
+    if (failures_.size() < 10) failures_.push_back(std::move(m));
+  }
+  struct Retired {
+    Ids ids;
+    bool asked = false;
+  };
+  struct PerNode {
+    Ids ids;
+    bool used = false;
+  };
+  struct X {
+    std::mutex mu;
+    std::optional<tether::GraphExec> x;
+    std::vector<Ids> top, base;
+    std::map<std::size_t, PerNode> pernode;
+    std::vector<Retired> retired, unused;
+    std::uint64_t launches = 0;
+    const tether::Stream* last = nullptr;
+  };
+
+  static void asked(X& x) {
+    for (Retired& r : x.retired) r.asked = true;
+    for (Retired& r : x.unused) r.asked = true;
+  }
+  static void supersede(X& x, std::size_t i, Ids ids) {
+    auto it = x.pernode.find(i);
+    if (it != x.pernode.end()) (it->second.used ? x.retired : x.unused).push_back({std::move(it->second.ids), false});
+    x.pernode[i] = {std::move(ids), false};
+  }
+  // The executable's own sink (node 0), counting its completions on channel j + 1.
+  void own_sink(std::size_t j) {
+    X& x = xs_[j];
+    x.x->update(sink_, [l = ledger_, ch = j + 1] { l->done(ch).fetch_add(1, std::memory_order_acq_rel); });
+    supersede(x, 0, {});
+  }
+  void check_versions(std::size_t j, bool settled, const std::function<void(std::string)>& fail) {
+    X& x = xs_[j];
+    const std::size_t lo = x.pernode.size(), hi = lo + x.retired.size() + (lenient_ ? x.unused.size() : 0);
+    std::size_t live = x.x->live_node_versions();
+    if (live > hi && !settled) {
+      tether::wait_reclaimed(std::chrono::seconds(5));
+      live = x.x->live_node_versions();
+    }
+    if (live > hi && live <= hi + x.unused.size())
+      fail(fmt::format("liveness: shared executable {} keeps {} per-node version(s) superseded before any "
+                       "launch used them (bound {}..{}, after launch {})",
+                       j, live - hi, lo, hi, x.launches));
+    else if (live < lo || live > hi)
+      fail(fmt::format("shared executable {}: {} per-node versions alive, the bound is {}..{}{}", j, live, lo, hi,
+                       settled ? "" : " (unsettled)"));
+  }
+  const tether::Context& ctx_;
+  const tether_test::TestKernels& k_;
+  bool lenient_;
+  std::shared_ptr<Ledger> ledger_;
+  std::vector<tether::SharedBuffer<float>> pool_;
+  std::optional<tether::Graph> g_;
+  std::vector<Ids> src_;  // tracked owners per top-level node of the source (0: the sink)
+  tether::Node<tether::HostNode> sink_;
+  ScaleNode kern_[2];
+  tether::Node<tether::HostNode> host_[2];
+  std::array<X, kExecs> xs_;
+  mutable std::mutex fail_mu_;
+  std::vector<std::string> failures_;
+  std::atomic<bool> failed_{false};
+};
+
+/// Runs `options.operations` operations on `options.threads` threads at once, in rounds: in each
+/// round every thread runs a sequence (seed `seed_of(options.seed, round * threads + t)`) of
+/// `options.per_sequence` operations on its own graphs and executables, on its own stream, plus
+/// operations on the round's shared executables (SharedExecs). Every `barrier_every` operations
+/// all threads stop (gate opened, stream synchronized), the main thread settles everything and
+/// checks the shared executables, then each thread checks liveness of its own. At the end of a
+/// round everything is destroyed, settled and checked as in `run` (each ledger settled; the
+/// process's attachments, accumulators, simulator objects back to the start; no violations).
+inline Result run_threads(const tether::Context& ctx, const tether_test::TestKernels& k, const Options& options,
+                          const std::function<void(const Result&)>& progress = {},
+                          std::uint64_t barrier_every = 40) {
+  const std::size_t T = static_cast<std::size_t>(options.threads);
+  std::vector<tether::Stream> streams;
+  for (std::size_t t = 0; t < T; ++t) streams.push_back(ctx.make_stream());
+  Result result;
+  for (std::uint64_t round = 0; result.operations < options.operations; ++round) {
+    const std::uint64_t n = std::min(options.per_sequence, (options.operations - result.operations + T - 1) / T);
+    Checker::settle();
+    const std::uint64_t attachments = tether::detail::NodeAttachment::live();
+    const std::uint64_t accumulators = tether::detail::ExecAccumulator::live();
+    const tether::sim::Stats stats = tether::sim::stats();
+    tether::sim::clear_violations();
+    std::vector<std::string> failures;  // the main thread's
+    auto fail_main = [&](std::string m) { failures.push_back(std::move(m)); };
+    SharedExecs shared(ctx, k, options.lenient);
+    Rng rng(seed_of(options.seed, ~round));
+    std::vector<Result> parts(T);
+    std::vector<std::vector<std::string>> thread_failures(T);
+    std::vector<std::uint64_t> seeds(T);
+    std::barrier<> barrier(static_cast<std::ptrdiff_t>(T + 1));
+    std::vector<std::thread> threads;
+    for (std::size_t t = 0; t < T; ++t) {
+      seeds[t] = seed_of(options.seed, round * T + t);
+      threads.emplace_back([&, t] {
+        ctx.make_current();
+        Checker c(ctx, k, streams[t], options.lenient, true);
+        c.begin(seeds[t], parts[t],
+                [&, t](Rng& r, const tether::Stream& s, std::uint64_t op, std::map<std::string, std::uint64_t>& counts) {
+                  shared.op(r, s, t, op, counts);
+                });
+        for (std::uint64_t i = 0; i < n;) {
+          const std::uint64_t end = std::min(n, i + barrier_every);
+          for (; i < end; ++i) c.operation(i, parts[t]);
+          c.pause();
+          barrier.arrive_and_wait();  // every thread stopped
+          barrier.arrive_and_wait();  // the main thread settled everything
+          if (!c.failed()) c.check_liveness();
+        }
+        c.end_destroy();
+        barrier.arrive_and_wait();
+        barrier.arrive_and_wait();  // the main thread settled everything
+        thread_failures[t] = c.end_check(parts[t]);
+      });
+    }
+    for (std::uint64_t i = 0; i < n; i += barrier_every) {
+      barrier.arrive_and_wait();
+      shared.quiescent(rng, streams, i + barrier_every);
+      barrier.arrive_and_wait();
+    }
+    barrier.arrive_and_wait();
+    shared.destroy();
+    for (const tether::Stream& st : streams) st.synchronize();
+    Checker::settle();
+    barrier.arrive_and_wait();
+    for (std::thread& th : threads) th.join();
+    shared.end();
+    for (std::string& m : shared.failures()) fail_main("shared executables: " + m);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    auto settled = [&] {
+      tether::sim::Stats st = tether::sim::stats();
+      return tether::detail::NodeAttachment::live() == attachments &&
+             tether::detail::ExecAccumulator::live() == accumulators && st.graphs == stats.graphs &&
+             st.execs == stats.execs && st.user_objects == stats.user_objects &&
+             st.device_allocations == stats.device_allocations && st.host_allocations == stats.host_allocations &&
+             st.events == stats.events;
+    };
+    while (!settled() && std::chrono::steady_clock::now() < deadline) {
+      Checker::settle();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (!settled()) {
+      tether::sim::Stats st = tether::sim::stats();
+      fail_main(fmt::format("not back to the start: attachments {} -> {}, accumulators {} -> {}, graphs {} -> {}, "
+                            "execs {} -> {}, user objects {} -> {}, device allocations {} -> {}",
+                            attachments, tether::detail::NodeAttachment::live(), accumulators,
+                            tether::detail::ExecAccumulator::live(), stats.graphs, st.graphs, stats.execs, st.execs,
+                            stats.user_objects, st.user_objects, stats.device_allocations, st.device_allocations));
+    }
+    for (const tether::sim::Violation& v : tether::sim::violations())
+      fail_main(fmt::format("simulator violation {} in {}: {}", tether::sim::to_string(v.kind), v.entry_point,
+                            v.detail));
+    tether::sim::clear_violations();
+    // Totals.
+    result.sequences += T;
+    for (std::size_t t = 0; t < T; ++t) {
+      result.operations += parts[t].operations;
+      result.owners += parts[t].owners;
+      result.launches += parts[t].launches;
+      result.liveness_checks += parts[t].liveness_checks;
+      for (auto& [what, c] : parts[t].counts) result.counts[what] += c;
+      for (const std::string& m : thread_failures[t])
+        result.failures.push_back(fmt::format("round {} thread {} (seed {:#x}, {} operations, {} threads): {}", round,
+                                              t, seeds[t], n, T, m));
+    }
+    for (const std::string& m : failures)
+      result.failures.push_back(fmt::format("round {} ({} threads, seed {}): {}", round, T, options.seed, m));
     if (progress) progress(result);
   }
   return result;

@@ -192,4 +192,38 @@ TEST_CASE_FIXTURE(DslFixture, "An executable's conditional nodes keep working af
   CHECK(read(x) == std::vector<float>(1, 216.0f));  // (2 * 3)^3: each launch ran both bodies once
 }
 
+// Liveness bound of per-node executable updates (the model checker's per-step check found it):
+// a version superseded before any launch used it must go at once, also after the executable's
+// first launch, so 10 000 updates after one completed launch keep one version per node.
+TEST_CASE_FIXTURE(DslFixture,
+                  "10 000 per-node updates after one completed launch keep at most one version per node") {
+  SharedBuffer<float> x = buffer(4, 1.0f);
+  Graph g{ctx};
+  Node<KernelNode<float*, float, int>> a, b;
+  g.edit([&](Edit& e) {
+    a = e.launch(k.scale, Grid{1}, Block{4}, x, 1.0f, 4);
+    b = e.launch(k.scale, Grid{1}, Block{4}, x, 1.0f, 4);
+  });
+  GraphExec exec = g.instantiate();
+  exec.launch(stream);
+  stream.synchronize();
+  std::size_t most = 0;
+  for (int i = 0; i < 10000; ++i) {
+    exec.update(i % 2 ? a : b, Grid{1}, Block{4}, x, 1.0f, 4);
+    if (i % 500 == 499) {
+      tether::wait_reclaimed(std::chrono::seconds(5));
+      most = std::max(most, exec.live_node_versions());
+    }
+  }
+  CHECK(most <= 2);
+  exec.reclaim(stream);
+  stream.synchronize();
+  if (simulated) tether::sim::quiesce(std::chrono::seconds(5));
+  tether::wait_reclaimed(std::chrono::seconds(5));
+  CHECK(exec.live_node_versions() <= 2);
+  exec.launch(stream);
+  stream.synchronize();
+  CHECK(read(x) == std::vector<float>(4, 1.0f));
+}
+
 TEST_SUITE_END();
