@@ -71,11 +71,32 @@ TEST_CASE_FIXTURE(DslFixture,
     all.sequences += r.sequences;
     all.owners += r.owners;
     all.launches += r.launches;
+    all.liveness_checks += r.liveness_checks;
   }
   MESSAGE("model check: " << all.operations << " operations in " << all.sequences << " sequences ("
                           << std::size(seeds) << " seeds), " << all.owners << " owners tracked, "
-                          << all.launches << " launches");
+                          << all.launches << " launches, " << all.liveness_checks << " liveness checks");
   CHECK(all.operations >= (TETHER_MODEL_TSAN ? 10000u : 50000u));
+}
+
+TEST_CASE_FIXTURE(DslFixture,
+                  "Random sequences on three threads, with executables they share, keep every owner exactly as "
+                  "long as the model says a consumer may use it") {
+  if (!simulated) {
+    MESSAGE("the model checker needs the simulator (its violation log and stream accounting)");
+    return;
+  }
+  tether_model::Options o;
+  o.seed = 1;
+  o.threads = 3;
+  o.operations = ci_operations() / 5;  // 12 000 (2 000 under TSan)
+  o.per_sequence = TETHER_MODEL_TSAN ? 200 : 400;
+  tether_model::Result r = tether_model::run_threads(ctx, k, o);
+  CHECK_MESSAGE(r.failures.empty(), r.failures.size() << " failure(s):" << report(r));
+  MESSAGE("model check, " << o.threads << " threads: " << r.operations << " operations in " << r.sequences
+                          << " sequences, " << r.owners << " owners tracked, " << r.launches << " launches, "
+                          << r.liveness_checks << " liveness checks");
+  CHECK(r.operations >= o.operations);
 }
 
 // Sequences (400 operations each, this generator) that failed before the library fixes below; the
