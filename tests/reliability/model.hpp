@@ -1874,6 +1874,14 @@ class Checker {
   }
 
  public:
+  /// Off a quiescent point (launches may be held behind the gate): lets the reclaimer catch up
+  /// with what is queued, and the driver with releases it makes shortly after (a version superseded
+  /// unused is released "at once", on the reclaimer).
+  static void catch_up() {
+    tether::wait_reclaimed(std::chrono::seconds(5));
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    tether::wait_reclaimed(std::chrono::seconds(5));
+  }
   /// Waits until nothing runs and the reclaimer has released everything whose last consumer is gone.
   static void settle() {
     tether::sim::quiesce(std::chrono::seconds(5));
@@ -1920,8 +1928,8 @@ class Checker {
       if (!x.alive) continue;
       const std::size_t lo = x.pernode.size(), hi = lo + x.retired.size() + (lenient_ ? x.unused.size() : 0);
       std::size_t live = x.x->live_node_versions();
-      if (live > hi && !settled) {
-        tether::wait_reclaimed(std::chrono::seconds(5));
+      for (int retry = 0; live > hi && !settled && retry < 20; ++retry) {
+        catch_up();
         live = x.x->live_node_versions();
       }
       if (live > hi && live <= hi + x.unused.size())
@@ -2237,8 +2245,8 @@ class SharedExecs {
     X& x = xs_[j];
     const std::size_t lo = x.pernode.size(), hi = lo + x.retired.size() + (lenient_ ? x.unused.size() : 0);
     std::size_t live = x.x->live_node_versions();
-    if (live > hi && !settled) {
-      tether::wait_reclaimed(std::chrono::seconds(5));
+    for (int retry = 0; live > hi && !settled && retry < 20; ++retry) {
+      Checker::catch_up();
       live = x.x->live_node_versions();
     }
     if (live > hi && live <= hi + x.unused.size())
