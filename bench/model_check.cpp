@@ -8,10 +8,12 @@
 // owner, prints operations, sequences, owners, launches, failures and the seed, and exits non-zero
 // on any mismatch or violation. docs/reliability.md records its result. Needs kernels.fatbin of the
 // test suite (tests/ in the build folder, or next to the program).
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -96,6 +98,30 @@ int main(int argc, char** argv) try {
   std::printf("operations and outcomes:\n");
   for (const auto& [what, n] : r.counts)
     std::printf("  %-48s %llu\n", what.c_str(), static_cast<unsigned long long>(n));
+  // Failures by kind: the message after the operation number, numbers and hex values elided.
+  std::map<std::string, std::size_t> kinds;
+  for (const std::string& f : r.failures) {
+    std::size_t at = f.find("): ");
+    std::string m = at == std::string::npos ? f : f.substr(at + 3);
+    if (m.rfind("op ", 0) == 0 && m.find(": ") != std::string::npos) m = m.substr(m.find(": ") + 2);
+    if (m.rfind("shared executables: thread ", 0) == 0) m = "shared: " + m.substr(m.find(": ", 27) + 2);
+    std::string k;
+    for (std::size_t i = 0; i < m.size(); ++i) {
+      if (m[i] == '0' && i + 1 < m.size() && m[i + 1] == 'x') {
+        k += '#';
+        i += 2;
+        while (i < m.size() && std::isxdigit(static_cast<unsigned char>(m[i]))) ++i;
+        --i;
+      } else if (std::isdigit(static_cast<unsigned char>(m[i]))) {
+        if (k.empty() || k.back() != '#') k += '#';
+      } else {
+        k += m[i];
+      }
+    }
+    ++kinds[k.substr(0, 160)];
+  }
+  if (!kinds.empty()) std::printf("failures by kind:\n");
+  for (const auto& [k, n] : kinds) std::printf("  %6zu  %s\n", n, k.c_str());
   for (std::size_t i = 0; i < r.failures.size() && i < 20; ++i) std::printf("  %s\n", r.failures[i].c_str());
   return r.failures.empty() && tether::sim::violations().empty() ? 0 : 1;
 } catch (const std::exception& e) {
