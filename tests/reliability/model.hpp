@@ -40,6 +40,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <shared_mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -2070,19 +2071,29 @@ class SharedExecs {
     if (failed_.load()) return;
     auto fail = [&](std::string m) { record(fmt::format("thread {} op {}: {}", thread, at, m)); };
     X& x = xs_[j];
-    std::lock_guard lock(x.mu);
-    try {
-      if (r < 40) {
-        ++counts["shared: launch"];
+    if (r < 40) {
+      // Launches of one executable run at once from several threads (the model's lock is shared):
+      // they change no version, and each counts as the latest one of the executable so far.
+      ++counts["shared: launch"];
+      std::shared_lock lock(x.mu);
+      try {
         x.x->launch(s);
-        ++x.launches;
-        x.last = &s;
+        const std::uint64_t n = x.launches.fetch_add(1) + 1;
         Ids all;
         for (const Ids& ids : x.top) all.insert(all.end(), ids.begin(), ids.end());
-        ledger_->launched(all, x.launches, j + 1);
-        for (auto& [i, p] : x.pernode) p.used = true;
-        asked(x);
-      } else if (r < 75) {
+        ledger_->launched(all, n, j + 1);
+        std::lock_guard g(x.since_mu);
+        x.since.insert(&s);
+      } catch (const std::exception& e) {
+        fail(fmt::format("shared executable {}: unexpected exception: {}", j, e.what()));
+      }
+      check_versions(j, false, fail);
+      return;
+    }
+    std::unique_lock lock(x.mu);
+    absorb(x);
+    try {
+      if (r < 75) {
         ++counts["shared: per-node update"];
         const std::size_t i = 1 + rng.below(kNodes);
         Ids fresh;
@@ -2107,17 +2118,23 @@ class SharedExecs {
         x.pernode.clear();
         own_sink(j);
       } else if (r < 95) {
-        if (x.launches == 0 || x.last == &s) {
-          ++counts["shared: reclaim"];
+        // The last launch's stream is one of `last` (launches made at once: any of theirs).
+        const bool may = x.launches.load() == 0 || x.last.count(&s);
+        const bool must = x.launches.load() == 0 || (x.last.size() == 1 && may);
+        bool ok = true;
+        try {
           x.x->reclaim(s);
+        } catch (const tether::UsageError&) {
+          ok = false;
+        }
+        ++counts[ok ? "shared: reclaim" : "shared: reclaim on another stream (refused)"];
+        if (ok && !may) fail(fmt::format("shared executable {}: reclaim took a stream other than its last launch's", j));
+        if (!ok && must) fail(fmt::format("shared executable {}: reclaim on its last launch's stream refused", j));
+        if (ok) {
+          if (x.launches.load()) x.last = {&s};
           asked(x);
         } else {
-          ++counts["shared: reclaim on another stream (refused)"];
-          try {
-            x.x->reclaim(s);
-            fail(fmt::format("shared executable {}: reclaim took a stream other than its last launch's", j));
-          } catch (const tether::UsageError&) {
-          }
+          x.last.erase(&s);
         }
       } else {
         ++counts["shared: enable/disable"];
@@ -2139,18 +2156,36 @@ class SharedExecs {
       Checker::settle();
       return;
     }
-    for (X& x : xs_)
-      if (rng.chance(0.5)) {
-        x.x->reclaim(x.last ? *x.last : streams.front());
+    for (X& x : xs_) {
+      absorb(x);
+      if (!rng.chance(0.5)) continue;
+      if (x.launches.load() == 0) {
+        x.x->reclaim(streams.front());
         asked(x);
+        continue;
       }
+      bool ok = false;
+      for (const tether::Stream* st : std::set<const tether::Stream*>(x.last)) {
+        try {
+          x.x->reclaim(*st);
+          ok = true;
+          x.last = {st};
+          asked(x);
+          break;
+        } catch (const tether::UsageError&) {
+          x.last.erase(st);
+        }
+      }
+      if (!ok) fail(fmt::format("shared executable {}: reclaim refused on every stream its latest launches used",
+                                &x - xs_.data()));
+    }
     for (const tether::Stream& st : streams) st.synchronize();
     Checker::settle();
     Ids held, pending;
     for (std::size_t j = 0; j < kExecs; ++j) {
       X& x = xs_[j];
-      if (std::uint64_t d = ledger_->done(j + 1).load(); d != x.launches)
-        fail(fmt::format("model error: shared executable {}: {} launches, {} sinks ran", j, x.launches, d));
+      if (std::uint64_t d = ledger_->done(j + 1).load(); d != x.launches.load())
+        fail(fmt::format("model error: shared executable {}: {} launches, {} sinks ran", j, x.launches.load(), d));
       std::erase_if(x.retired, [](const Retired& r) { return r.asked; });
       std::erase_if(x.unused, [](const Retired& r) { return r.asked; });
       check_versions(j, true, fail);
@@ -2217,14 +2252,26 @@ class SharedExecs {
     bool used = false;
   };
   struct X {
-    std::mutex mu;
+    std::shared_mutex mu;  // shared: launches; exclusive: everything else
     std::optional<tether::GraphExec> x;
     std::vector<Ids> top, base;
     std::map<std::size_t, PerNode> pernode;
     std::vector<Retired> retired, unused;
-    std::uint64_t launches = 0;
-    const tether::Stream* last = nullptr;
+    std::atomic<std::uint64_t> launches{0};
+    std::mutex since_mu;
+    std::set<const tether::Stream*> since;  // streams of the launches since the last absorb()
+    std::set<const tether::Stream*> last;   // the last launch's stream is one of these
   };
+  // Under the exclusive lock: the launches made since (at once, under the shared lock) used every
+  // current version and asked for the release of the superseded ones.
+  static void absorb(X& x) {
+    std::lock_guard g(x.since_mu);
+    if (x.since.empty()) return;
+    for (auto& [i, p] : x.pernode) p.used = true;
+    asked(x);
+    x.last = std::move(x.since);
+    x.since.clear();
+  }
 
   static void asked(X& x) {
     for (Retired& r : x.retired) r.asked = true;
@@ -2252,7 +2299,7 @@ class SharedExecs {
     if (live > hi && live <= hi + x.unused.size())
       fail(fmt::format("liveness: shared executable {} keeps {} per-node version(s) superseded before any "
                        "launch used them (bound {}..{}, after launch {})",
-                       j, live - hi, lo, hi, x.launches));
+                       j, live - hi, lo, hi, x.launches.load()));
     else if (live < lo || live > hi)
       fail(fmt::format("shared executable {}: {} per-node versions alive, the bound is {}..{}{}", j, live, lo, hi,
                        settled ? "" : " (unsettled)"));
