@@ -46,7 +46,8 @@ def summarize(exe, extra, crashed):
             for e in node:
                 if e.tag == "Expression" and e.get("success") == "false":
                     infos = [i.text or "" for i in e.findall("Info")]
-                    msgs.append((e.findtext("Original") or "") + " | " + " | ".join(infos[1:] or infos))
+                    infos = [" ".join(i.split()) for i in infos]
+                    msgs.append(" | ".join(infos[1:] or infos) or " ".join((e.findtext("Original") or "").split()))
                 elif e.tag == "Message" and e.get("type") in ("ERROR", "FATAL ERROR"):
                     msgs.append((e.findtext("Text") or "").strip())
                 elif e.tag == "Exception":
@@ -57,7 +58,8 @@ def summarize(exe, extra, crashed):
                 walk(sub, path + [sub.get("name")])
 
         walk(tc, [])
-        print(f"  {leaves:4d}  {name}")
+        if tc.get("skipped") != "true":
+            print(f"  {max(leaves, 1):4d}  {name}")
     print(f"\n{len(failures)} failing member(s):")
     for name, path, msgs in failures:
         print(f"FAIL {name} :: {path}")
