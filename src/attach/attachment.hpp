@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 The tether authors
 //
-// Node attachments (ARCHITECTURE.md §2, §3; docs/design/attachments.md). One immutable attachment
+// Node attachments (docs/design/attachments.md). One immutable attachment
 // per parameter version of a node (detail::NodeAttachment, owners.hpp: the first group of the
 // version's owner bundle), owned by its own CUDA user object whose single reference is moved onto
 // the graph; CUDA copies that reference into clones, embedded copies and executables and holds it
@@ -67,7 +67,7 @@ void commit(const DriverTable& drv, NodeAttachment*& slot, Staged& staged) noexc
 /// Releases the graph's reference to `attachment` (a removed node's current version).
 void release_from(const DriverTable& drv, CUgraph graph, NodeAttachment* attachment, const char* what) noexcept;
 
-/// Owner accumulator of an executable graph (ARCHITECTURE.md §2): CUDA cannot retain a user
+/// Owner accumulator of an executable graph (docs/design/attachments.md): CUDA cannot retain a user
 /// object on a CUgraphExec, so it is retained on the source graph just before instantiate / whole
 /// update (CUDA then propagates it into the executable) and released from the source right after,
 /// on every path. Owners of per-node executable updates are added to it.

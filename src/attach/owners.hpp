@@ -17,8 +17,8 @@ struct DriverTable;
 struct OwnersAccess;
 
 /// One group of owners of a bundle (`tether::Owners`), in one allocation, and — when it is the
-/// first group of a bundle handed to a node version — that version's attachment (ARCHITECTURE.md
-/// §2): the user object whose single reference the graph holds points here, and the reclaimer
+/// first group of a bundle handed to a node version — that version's attachment
+/// (docs/design/attachments.md): the user object whose single reference the graph holds points here, and the reclaimer
 /// releases the whole bundle from here. Why one type for both: a version then costs one
 /// allocation (the owners with the attachment's fields in front), not a bundle plus an attachment.
 /// Immutable after publication (invariant 1): nothing but its creator and the reclaimer touches it.

@@ -2,6 +2,8 @@
 // SPDX-FileCopyrightText: 2026 The tether authors
 #include "reclaimer.hpp"
 
+#include <pthread.h>
+
 namespace tether::detail {
 
 namespace {
@@ -29,6 +31,42 @@ class DeferredCall final : public Reclaimable {
 ForbidCuda::ForbidCuda() noexcept { ++t_forbid; }
 ForbidCuda::~ForbidCuda() { --t_forbid; }
 bool cuda_forbidden_here() noexcept { return t_forbid > 0; }
+
+namespace {
+std::atomic<bool> g_forked{false};
+std::atomic<int> g_callbacks{0};
+void on_fork_child() { g_forked.store(true, std::memory_order_release); }
+}  // namespace
+
+bool forked_child() noexcept { return g_forked.load(std::memory_order_relaxed); }
+void watch_fork() noexcept {
+  static std::once_flag once;
+  std::call_once(once, [] { ::pthread_atfork(nullptr, nullptr, &on_fork_child); });
+}
+
+void throw_in_callback(std::string_view what) {
+  throw UsageError(fmt::format("{} cannot be called inside a host callback (a host node or host function that "
+                               "tether runs): the driver refuses CUDA calls there (CUDA_ERROR_NOT_PERMITTED) and "
+                               "a lock held elsewhere could wait for this very callback; do the work on another "
+                               "thread (dropping tether objects inside the callback is fine: their release is "
+                               "deferred)",
+                               what));
+}
+void throw_in_forked_child(std::string_view what) {
+  throw UsageError(fmt::format("{} cannot be called in a child process made by fork() after tether was used: CUDA "
+                               "does not support fork after initialisation (the driver's threads do not exist in "
+                               "the child); start a new process with posix_spawn or exec instead",
+                               what));
+}
+
+CallbackScope::CallbackScope() noexcept { g_callbacks.fetch_add(1, std::memory_order_acq_rel); }
+CallbackScope::~CallbackScope() {
+  if (g_callbacks.fetch_sub(1, std::memory_order_acq_rel) == 1) g_callbacks.notify_all();
+}
+void wait_for_no_callbacks() noexcept {
+  for (int n = g_callbacks.load(std::memory_order_acquire); n != 0; n = g_callbacks.load(std::memory_order_acquire))
+    g_callbacks.wait(n, std::memory_order_acquire);
+}
 bool on_reclaimer_thread() noexcept { return t_reclaimer; }
 bool draining_here() noexcept { return t_draining > 0; }
 
@@ -40,9 +78,14 @@ Reclaimer& Reclaimer::instance() noexcept {
 }
 
 void Reclaimer::ensure_started() {
-  if (started_.load(std::memory_order_acquire) || started_.exchange(true)) return;
+  if (started_.load(std::memory_order_acquire)) return;
+  std::lock_guard lock(start_mu_);
+  if (started_.load(std::memory_order_relaxed)) return;
+  // Why started_ is set only after the thread exists: if creating it throws, a later call tries
+  // again instead of believing a thread drains the queue.
   std::thread([this] { run(); }).detach();
   std::atexit(&Reclaimer::at_exit);
+  started_.store(true, std::memory_order_release);
 }
 
 void Reclaimer::push(Reclaimable* item) noexcept {
@@ -107,19 +150,39 @@ void Reclaimer::run() {
   for (;;) {
     std::uint32_t seen = wake_.load(std::memory_order_acquire);
     drain();
-    if (stopping_.load(std::memory_order_acquire)) return;
+    if (stopping_.load(std::memory_order_acquire)) {
+      drain();  // what was pushed while the last batch ran
+      thread_done_.store(true, std::memory_order_release);
+      thread_done_.notify_all();
+      return;
+    }
     wake_.wait(seen, std::memory_order_acquire);
   }
 }
 
 void Reclaimer::at_exit() noexcept {
-  // Drain what can still be released safely (the driver's own exit handlers run after this one:
-  // they were registered earlier, at cuInit), then stop; anything queued later is leaked on purpose.
+  // Orderly exit: the thread finishes the batch it took (a single exchange here would find the
+  // queue empty while the thread still releases hundreds of items concurrently with static
+  // destruction), then this thread releases whatever is left. The driver's own exit handlers run
+  // after this one (they were registered earlier, at cuInit). Items queued after this point are
+  // leaked on purpose. Why a bound: the thread may be blocked in a driver call (a cuMemFree waits
+  // for a host callback that never returns); exit must not hang on it.
   Reclaimer& r = instance();
-  if (!cuda_forbidden_here()) r.drain();
   r.stopping_.store(true, std::memory_order_release);
   r.wake_.fetch_add(1, std::memory_order_release);
   r.wake_.notify_one();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!r.thread_done_.load(std::memory_order_acquire)) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      report_error("draining tether's reclaimer at exit",
+                   "the reclaimer thread did not finish within 5 s (blocked in a driver call?); the owners it has "
+                   "not released are leaked");
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (!cuda_forbidden_here()) r.drain();
+  r.exited_.store(true, std::memory_order_release);
 }
 
 void defer_to_reclaimer(std::function<void()> fn) noexcept {
@@ -137,10 +200,13 @@ void defer_to_reclaimer(std::function<void()> fn) noexcept {
 namespace tether {
 
 std::size_t reclaim() noexcept {
-  if (detail::cuda_forbidden_here()) return 0;
+  if (detail::cuda_forbidden_here() || detail::forked_child()) return 0;
   return detail::Reclaimer::instance().drain();
 }
 
-bool wait_reclaimed(std::chrono::milliseconds timeout) { return detail::Reclaimer::instance().wait_idle(timeout); }
+bool wait_reclaimed(std::chrono::milliseconds timeout) {
+  detail::check_calls_allowed("tether::wait_reclaimed");
+  return detail::Reclaimer::instance().wait_idle(timeout);
+}
 
 }  // namespace tether

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 The tether authors
 //
-// Deferred cleanup (ARCHITECTURE.md §5). User-object destructors run inside driver calls or on a
+// Deferred cleanup (docs/design/attachments.md). User-object destructors run inside driver calls or on a
 // driver thread, where CUDA calls fail; they only push onto this lock-free queue. The reclaimer
 // thread (or an explicit tether::reclaim()) releases what was pushed, with CUDA calls permitted.
 #pragma once
@@ -45,6 +45,40 @@ class ForbidCuda {
 /// Whether the current thread is inside a ForbidCuda scope.
 bool cuda_forbidden_here() noexcept;
 
+/// Whether this process is a child made by fork() after tether was used (CUDA cannot be used
+/// there: the driver's threads and the simulator's do not exist in the child).
+bool forked_child() noexcept;
+/// Registers the fork handler (once; called when a runtime is opened).
+void watch_fork() noexcept;
+
+[[noreturn]] void throw_in_callback(std::string_view what);
+[[noreturn]] void throw_in_forked_child(std::string_view what);
+
+/// The check at the top of every public call that makes a driver call or takes a tether lock:
+/// refuses it with UsageError inside a host callback tether runs (the driver refuses CUDA calls
+/// there, and a lock another thread holds could never be released while the callback blocks the
+/// driver's only callback thread) and in a forked child. `what` names the call ("Graph::edit").
+inline void check_calls_allowed(std::string_view what) {
+  if (cuda_forbidden_here()) [[unlikely]]
+    throw_in_callback(what);
+  if (forked_child()) [[unlikely]]
+    throw_in_forked_child(what);
+}
+
+/// Counts tether host callables running now (on the driver's callback thread). Why: while a host
+/// callback runs, cuMemFree and cuModuleLoadData block until it returns, and a cuMemAlloc on any
+/// other thread blocks behind such a cuMemFree; the reclaimer therefore starts no blocking release
+/// while a tether callable runs (see docs/design/attachments.md, "Blocking driver calls").
+class CallbackScope {
+ public:
+  CallbackScope() noexcept;
+  ~CallbackScope();
+  CallbackScope(const CallbackScope&) = delete;
+  CallbackScope& operator=(const CallbackScope&) = delete;
+};
+/// Waits until no tether host callable runs (the reclaimer, before a blocking release).
+void wait_for_no_callbacks() noexcept;
+
 /// Whether the current thread is the reclaimer's (tests assert where owners die).
 bool on_reclaimer_thread() noexcept;
 
@@ -80,6 +114,8 @@ class Reclaimer {
 
   std::uint64_t pushed() const noexcept { return pushed_.load(std::memory_order_acquire); }
   std::uint64_t released() const noexcept { return released_.load(std::memory_order_acquire); }
+  /// Whether process exit has drained the queue: later items are leaked on purpose.
+  bool exited() const noexcept { return exited_.load(std::memory_order_acquire); }
 
  private:
   Reclaimer() = default;
@@ -90,8 +126,11 @@ class Reclaimer {
   std::atomic<std::uint32_t> wake_{0};
   std::atomic<std::uint64_t> pushed_{0};
   std::atomic<std::uint64_t> released_{0};
+  std::mutex start_mu_;
   std::atomic<bool> started_{false};
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> thread_done_{false};  // the thread finished its last batch and returned
+  std::atomic<bool> exited_{false};
   std::mutex idle_mu_;
   std::condition_variable idle_cv_;
 };
@@ -106,10 +145,11 @@ TETHER_EXPORT namespace tether {
 /// with the reclaimer thread; inside a host callback it does nothing and returns 0.
 std::size_t reclaim() noexcept;
 
-/// Waits until everything queued for release so far has been released, or `timeout` passes;
-/// returns whether it was. Release is queued by CUDA (when the last graph, executable or launch
-/// using an attachment lets go), so "the launch finished" is not enough: wait for the owner itself
-/// (see `tether::testing`) or call this after the driver has run the destructors.
+/// Waits until everything already queued for release has been released, or `timeout` passes;
+/// returns whether it was. It does not wait for user objects the driver releases later (CUDA
+/// queues a release when the last graph, executable or launch using an attachment lets go, up to
+/// a few hundred microseconds after that): `wait_released(ctx, timeout)` waits for those too.
+/// Throws UsageError inside a host callback.
 bool wait_reclaimed(std::chrono::milliseconds timeout);
 
 }  // namespace tether

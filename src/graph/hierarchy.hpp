@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 The tether authors
 //
-// The graph hierarchy (ARCHITECTURE.md §4, docs/design/attachments.md): one per root graph, with a
+// The graph hierarchy (docs/design/attachments.md): one per root graph, with a
 // stable-address box for the root and for every CUDA-owned descendant (embedded child graphs and
 // conditional bodies), per-box node metadata that never owns, and a process-wide registry of live
 // raw graphs. Graph and node handles share ownership of the whole hierarchy.

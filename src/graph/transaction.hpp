@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 The tether authors
 //
-// The mutation protocol of ARCHITECTURE.md §3 lifted to a transaction over many operations: every
+// The mutation protocol of docs/design/attachments.md lifted to a transaction over many operations: every
 // operation prepares (attachment, user object retained on the graph, metadata record), then makes
 // its driver call and logs how to undo it; commit publishes all metadata and only then releases
 // superseded versions; rollback undoes every driver change in reverse order. Holds the hierarchy's

@@ -135,8 +135,9 @@ class SharedPinnedBuffer;
 /// moved-from or default-constructed buffer is empty (size 0, null address). `std::move(b).share()`
 /// turns it into a SharedBuffer. The buffer keeps its context alive; every driver call runs with
 /// that context pushed. Thread safety: concurrent const members are safe; everything else needs
-/// exclusive access. The destructor may run on any thread (the release rule of ARCHITECTURE.md
-/// §9) and never throws.
+/// exclusive access. The destructor may run on any thread and never throws or blocks: the free
+/// (cuMemFree) always runs on tether's reclaimer, because it can block while a host callback runs
+/// (so the memory is returned to the driver shortly after the last owner goes, not inside `reset`).
 template <class T>
 class DeviceBuffer {
   static_assert(std::is_trivially_copyable_v<T>,

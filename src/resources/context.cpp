@@ -23,33 +23,96 @@ void report_failure(const DriverTable& t, Entry entry, CUresult r, const char* w
   }
 }
 
+// Why these: each waits for every running host callback (cuMemFree: ctx_block_probe 4f; the others
+// are assumed to, as the simulator models), and while one waits, a cuMemAlloc on any other thread
+// waits behind it (block_probe "free", H200, 2026-12-01). An application thread whose own host node
+// waits for it must never end up in one of them, so they run on the reclaimer only.
+constexpr bool blocks_while_callbacks_run(Entry e) noexcept {
+  return e == Entry::cuMemFree || e == Entry::cuMemFreeHost || e == Entry::cuModuleUnload;
+}
+
+// One deferred release: one allocation, no std::function.
+class DeferredRelease final : public Reclaimable {
+ public:
+  DeferredRelease(const DriverTable* t, CUcontext ctx, ContextPtr keep, Entry entry, ReleaseCall call,
+                  std::uintptr_t bits, const char* what) noexcept
+      : t_(t), ctx_(ctx), keep_(std::move(keep)), entry_(entry), call_(call), bits_(bits), what_(what) {}
+  void reclaim() noexcept override;
+
+ private:
+  const DriverTable* t_;
+  CUcontext ctx_;
+  ContextPtr keep_;
+  Entry entry_;
+  ReleaseCall call_;
+  std::uintptr_t bits_;
+  const char* what_;
+};
+
+void release_core(const DriverTable* t, CUcontext ctx, ContextPtr keep, Entry entry, ReleaseCall call,
+                  std::uintptr_t bits, const char* what, bool may_defer) noexcept;
+
+void defer_release(const DriverTable* t, CUcontext ctx, ContextPtr keep, Entry entry, ReleaseCall call,
+                   std::uintptr_t bits, const char* what) noexcept {
+  Reclaimer& r = Reclaimer::instance();
+  try {
+    r.ensure_started();
+    r.push(new DeferredRelease(t, ctx, std::move(keep), entry, call, bits, what));
+  } catch (...) {
+    report_current_exception("deferring a release to the reclaimer (the resource is leaked)");
+  }
+}
+
+void DeferredRelease::reclaim() noexcept {
+  release_core(t_, ctx_, std::move(keep_), entry_, call_, bits_, what_, false);
+  delete this;
+}
+
+// Makes `ctx` current for a release without throwing. On the reclaimer (a thread tether owns) the
+// context is set and left current, so a batch of releases costs one query each; on any other
+// thread it is pushed and popped, leaving that thread as it was. Sets `pop` when a pop is owed.
+CUresult enter_context(const DriverTable& t, CUcontext ctx, bool& pop) noexcept {
+  pop = false;
+  CUcontext cur = nullptr;
+  CUresult r = raw<Entry::cuCtxGetCurrent>(t, &cur);
+  if (r != CUDA_SUCCESS) return r;
+  if (cur == ctx) return CUDA_SUCCESS;
+  if (on_reclaimer_thread()) return raw<Entry::cuCtxSetCurrent>(t, ctx);
+  r = raw<Entry::cuCtxPushCurrent>(t, ctx);
+  pop = r == CUDA_SUCCESS;
+  return r;
+}
+
 // The release rule, written once. `ctx` null means the call needs no context (the primary context
 // release). `keep` holds the owning context's state while a deferred release waits, so the
 // primary context is still retained when the release finally runs. `may_defer` is false on the
-// reclaimer's second attempt: a refusal there would loop forever, so it is reported instead.
+// reclaimer's attempt: a refusal there would loop forever, so it is reported instead.
 void release_core(const DriverTable* t, CUcontext ctx, ContextPtr keep, Entry entry, ReleaseCall call,
                   std::uintptr_t bits, const char* what, bool may_defer) noexcept {
-  auto defer = [&] {
-    defer_to_reclaimer([t, ctx, keep = std::move(keep), entry, call, bits, what] {
-      release_core(t, ctx, keep, entry, call, bits, what, false);
-    });
-  };
   // Why check before any call: inside a host callback or user-object destructor even
-  // cuCtxPushCurrent is refused (and the simulator records the attempt as a violation).
-  if (may_defer && cuda_forbidden_here()) return defer();
+  // cuCtxGetCurrent is refused (and the simulator records the attempt as a violation).
+  const bool blocking = blocks_while_callbacks_run(entry);
+  if (may_defer && (cuda_forbidden_here() || (blocking && !draining_here())))
+    return defer_release(t, ctx, std::move(keep), entry, call, bits, what);
+  if (forked_child()) return;  // the driver is unusable in a forked child: leaked on purpose
+  if (draining_here()) relax_capture_mode(*t);  // never an application thread's own mode
+  if (blocking && on_reclaimer_thread()) wait_for_no_callbacks();
+  bool pop = false;
   if (ctx) {
-    CUresult pushed = raw<Entry::cuCtxPushCurrent>(*t, ctx);
-    if (pushed == CUDA_ERROR_NOT_PERMITTED && may_defer) return defer();
-    if (pushed != CUDA_SUCCESS) return report_failure(*t, Entry::cuCtxPushCurrent, pushed, what);
+    CUresult entered = enter_context(*t, ctx, pop);
+    if (entered == CUDA_ERROR_NOT_PERMITTED && may_defer)
+      return defer_release(t, ctx, std::move(keep), entry, call, bits, what);
+    if (entered != CUDA_SUCCESS) return report_failure(*t, Entry::cuCtxSetCurrent, entered, what);
   }
   CUresult r = call(*t, bits);
-  if (ctx) {
+  if (pop) {
     CUcontext popped = nullptr;
     CUresult p = raw<Entry::cuCtxPopCurrent>(*t, &popped);
     if (p != CUDA_SUCCESS) report_failure(*t, Entry::cuCtxPopCurrent, p, what);
   }
   if (r == CUDA_SUCCESS) return;
-  if (r == CUDA_ERROR_NOT_PERMITTED && may_defer) return defer();
+  if (r == CUDA_ERROR_NOT_PERMITTED && may_defer)
+    return defer_release(t, ctx, std::move(keep), entry, call, bits, what);
   report_failure(*t, entry, r, what);
 }
 
@@ -57,7 +120,32 @@ CUresult release_primary_call(const DriverTable& t, std::uintptr_t device) {
   return raw<Entry::cuDevicePrimaryCtxRelease>(t, static_cast<CUdevice>(device));
 }
 
+// Tables whose capture mode this thread switched to RELAXED, with the mode to restore.
+struct RelaxedTables {
+  std::array<std::pair<const DriverTable*, CUstreamCaptureMode>, 4> entries{};
+  std::size_t n = 0;
+};
+thread_local RelaxedTables t_relaxed;
+
 }  // namespace
+
+void relax_capture_mode(const DriverTable& t) noexcept {
+  RelaxedTables& r = t_relaxed;
+  for (std::size_t i = 0; i < r.n; ++i)
+    if (r.entries[i].first == &t) return;
+  if (r.n == r.entries.size()) return;  // more drivers than tether ever opens: nothing remembered
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  if (raw<Entry::cuThreadExchangeStreamCaptureMode>(t, &mode) != CUDA_SUCCESS) return;
+  r.entries[r.n++] = {&t, mode};
+}
+
+void restore_capture_modes() noexcept {
+  RelaxedTables& r = t_relaxed;
+  while (r.n) {
+    auto [t, mode] = r.entries[--r.n];
+    raw<Entry::cuThreadExchangeStreamCaptureMode>(*t, &mode);
+  }
+}
 
 void release_owned(const ContextPtr& owner, Entry entry, ReleaseCall call, std::uintptr_t bits,
                    const char* what) noexcept {
@@ -70,15 +158,17 @@ ContextState::~ContextState() {
                static_cast<std::uintptr_t>(device), "releasing a device's primary context", true);
 }
 
-ScopedContext::ScopedContext(const DriverTable& table, CUcontext ctx) : table_(&table) {
-  // One cheap query instead of a push and a pop when the caller already has the context current.
+ScopedContext::ScopedContext(const DriverTable& table, CUcontext ctx) : table_(nullptr) {
+  check_calls_allowed("a tether call");
   CUcontext current = nullptr;
   call<Entry::cuCtxGetCurrent>(table, "finding the calling thread's current context", &current);
-  if (current == ctx && ctx) {
-    table_ = nullptr;
+  if (current == ctx) return;
+  if (current == nullptr) {
+    call<Entry::cuCtxSetCurrent>(table, "making a context current for a tether call", ctx);
     return;
   }
   call<Entry::cuCtxPushCurrent>(table, "making a context current for a tether call", ctx);
+  table_ = &table;
 }
 
 ScopedContext::~ScopedContext() {
@@ -89,7 +179,14 @@ ScopedContext::~ScopedContext() {
 }
 
 void throw_empty(std::string_view what) {
-  throw UsageError(fmt::format("this {} is empty (moved from, released or default-constructed)", what));
+  throw UsageError(fmt::format("this {} is moved from or empty (default-constructed, moved from, released or reset)",
+                               what));
+}
+
+void throw_empty(std::string_view call, std::string_view type) {
+  throw UsageError(fmt::format("{}: this {} is moved from or empty (default-constructed, moved from, released or "
+                               "reset)",
+                               call, type));
 }
 
 }  // namespace tether::detail
@@ -97,6 +194,7 @@ void throw_empty(std::string_view what) {
 namespace tether {
 
 Context Context::primary(const Runtime& rt, int ordinal) {
+  detail::check_calls_allowed("Context::primary");
   if (ordinal < 0 || ordinal >= rt.device_count())
     throw UsageError(fmt::format("device ordinal {} is out of range: the {} driver sees {} device{}", ordinal,
                                  to_string(rt.kind()), rt.device_count(), rt.device_count() == 1 ? "" : "s"));
@@ -120,16 +218,19 @@ CUcontext Context::get() const noexcept { return state_->context; }
 Runtime Context::runtime() const noexcept { return state_->runtime; }
 
 void Context::make_current() const {
+  detail::check_calls_allowed("Context::make_current");
   detail::call<detail::Entry::cuCtxSetCurrent>(*state_->table, "making a context current on the calling thread",
                                                state_->context);
 }
 
 void Context::synchronize() const {
+  detail::check_calls_allowed("Context::synchronize");
   detail::ScopedContext scope(*state_);
   detail::call<detail::Entry::cuCtxSynchronize>(*state_->table, "synchronizing a context");
 }
 
 Stream Context::make_stream(StreamFlags flags) const {
+  detail::check_calls_allowed("Context::make_stream");
   detail::ScopedContext scope(*state_);
   CUstream s = nullptr;
   detail::call<detail::Entry::cuStreamCreate>(*state_->table, "creating a stream", &s, static_cast<unsigned>(flags));
@@ -137,6 +238,7 @@ Stream Context::make_stream(StreamFlags flags) const {
 }
 
 Event Context::make_event(EventFlags flags) const {
+  detail::check_calls_allowed("Context::make_event");
   // Why allocate first: nothing can fail between creating the event and handing it to its owner.
   auto h = std::make_shared<detail::EventHandle>(CUevent{}, detail::DestroyEvent{state_});
   detail::ScopedContext scope(*state_);
@@ -147,6 +249,7 @@ Event Context::make_event(EventFlags flags) const {
 }
 
 Module Context::load_module(const Image& image) const {
+  detail::check_calls_allowed("Context::load_module");
   auto h = std::make_shared<detail::ModuleHandle>(CUmodule{}, detail::UnloadModule{state_});
   detail::ScopedContext scope(*state_);
   CUmodule m = nullptr;

@@ -3,7 +3,7 @@
 //
 // Contexts, and the two mechanisms every resource deleter shares: running a driver call with the
 // owning context pushed (ScopedContext), and the release rule (release here, or defer to the
-// reclaimer where the thread may not call CUDA). ARCHITECTURE.md §5 and §9.
+// reclaimer where the thread may not call CUDA). docs/design/attachments.md.
 #pragma once
 
 #include "../config.hpp"
@@ -11,6 +11,7 @@
 #include "../driver/error.hpp"
 #include "../driver/table.hpp"
 #include "../runtime/runtime.hpp"
+#include "../attach/reclaimer.hpp"
 #include "unique_handle.hpp"
 
 TETHER_EXPORT namespace tether {
@@ -47,11 +48,15 @@ using ContextPtr = std::shared_ptr<const ContextState>;
 const ContextPtr& state_of(const Context& ctx) noexcept;
 Context context_from(ContextPtr state) noexcept;
 
-/// Makes `ctx` current on the calling thread for the lifetime of the object: if it already is
-/// (cuCtxGetCurrent), nothing else happens; otherwise it is pushed (cuCtxPushCurrent) and popped
-/// again (cuCtxPopCurrent), which restores whatever the caller had current, including no context.
-/// Throws DriverError if the push fails; a failed pop is reported through the error hook. Not
-/// movable: the pop must happen on the pushing thread.
+/// Makes `ctx` current on the calling thread for the lifetime of the object (cuCtxGetCurrent):
+/// if it already is, nothing else happens; if no context is current, `ctx` is made current
+/// (cuCtxSetCurrent) and stays current afterwards, as the CUDA runtime does; only if another
+/// context is current is `ctx` pushed (cuCtxPushCurrent) and popped again (cuCtxPopCurrent).
+/// Why keep it current: a push and pop per call costs two driver calls, a push cannot be undone
+/// from another thread, and the real driver crashed in cuGraphExecKernelNodeSetParams without a
+/// current context. Throws UsageError inside a host callback or a forked child, DriverError if the
+/// driver refuses; a failed pop is reported through the error hook. Not movable: a pop must
+/// happen on the pushing thread.
 class ScopedContext {
  public:
   ScopedContext(const DriverTable& table, CUcontext ctx);
@@ -61,18 +66,33 @@ class ScopedContext {
   ScopedContext& operator=(const ScopedContext&) = delete;
 
  private:
-  const DriverTable* table_;
+  const DriverTable* table_;  // non-null when a push must be popped
 };
+
+/// Switches the calling thread to CU_STREAM_CAPTURE_MODE_RELAXED for `table`'s driver, once per
+/// thread, and remembers the previous mode (cuThreadExchangeStreamCaptureMode). Called before
+/// every driver call tether makes on its reclaimer: there synchronous frees and executable
+/// destruction would otherwise invalidate a GLOBAL-mode stream capture running on any other
+/// thread (capture facts c4/global/other). Never throws.
+void relax_capture_mode(const DriverTable& table) noexcept;
+/// Restores the capture modes relax_capture_mode changed on this thread (end of a drain on a
+/// thread that is not the reclaimer's).
+void restore_capture_modes() noexcept;
 
 // ------------------------------------------------------------------------------ the release rule
 //
 // Every deleter that calls the driver goes through release_with (and the primary context's own
 // release through the same code in context.cpp):
+// - releases that can block while a host callback runs (cuMemFree, cuMemFreeHost, cuModuleUnload:
+//   they wait for every running callback, and a cuMemAlloc on any thread waits behind them) run
+//   only on the reclaimer, never on the caller's thread; the reclaimer starts none while a tether
+//   host callable runs, and runs them in RELAXED capture mode (a synchronous free in GLOBAL mode
+//   would invalidate other threads' stream captures);
 // - where CUDA calls are forbidden (detail::ForbidCuda: host callbacks, user-object destructors),
 //   or when the driver answers CUDA_ERROR_NOT_PERMITTED, the release is handed to the reclaimer
-//   (capturing the table, the context and the handle by value, and the context's state so that
-//   the primary context outlives the deferred release);
-// - otherwise the call runs here with the owning context pushed, and any failure is reported
+//   too (carrying the table, the context, the handle and the context's state, so that the primary
+//   context outlives the deferred release);
+// - otherwise the call runs here with the owning context current, and any failure is reported
 //   through the error hook (destructors never throw).
 
 // A release entry point, type-erased so that the rule is compiled once: the handle travels as
@@ -111,8 +131,10 @@ void release_with(const ContextPtr& owner, H h, const char* what) noexcept {
   release_owned(owner, E, &release_call<E, H>, handle_bits(h), what);
 }
 
-/// Throws UsageError saying that `what` was used while empty (moved from or default-constructed).
+/// Throws UsageError saying that `what` (a type, possibly with the call) was used while empty.
 [[noreturn]] void throw_empty(std::string_view what);
+/// Throws UsageError: "`call`: this `type` is moved from or empty (...)".
+[[noreturn]] void throw_empty(std::string_view call, std::string_view type);
 
 }  // namespace tether::detail
 

@@ -11,19 +11,22 @@ void DestroyEvent::operator()(CUevent e) const noexcept {
 }  // namespace detail
 
 void Event::record(const Stream& stream) const {
-  if (!stream) detail::throw_empty("Stream (recording an event on it)");
+  detail::check_calls_allowed("Event::record");
+  if (!stream) detail::throw_empty("Event::record", "Stream");
   const detail::ContextState& s = *handle_->deleter().owner;
   detail::ScopedContext scope(s);
   detail::call<detail::Entry::cuEventRecord>(*s.table, "recording an event on a stream", get(), stream.get());
 }
 
 void Event::synchronize() const {
+  detail::check_calls_allowed("Event::synchronize");
   const detail::ContextState& s = *handle_->deleter().owner;
   detail::ScopedContext scope(s);
   detail::call<detail::Entry::cuEventSynchronize>(*s.table, "synchronizing an event", get());
 }
 
 bool Event::query() const {
+  detail::check_calls_allowed("Event::query");
   const detail::ContextState& s = *handle_->deleter().owner;
   detail::ScopedContext scope(s);
   CUresult r = detail::raw<detail::Entry::cuEventQuery>(*s.table, get());
@@ -33,6 +36,7 @@ bool Event::query() const {
 }
 
 float Event::elapsed_ms(const Event& start, const Event& end) {
+  detail::check_calls_allowed("Event::elapsed_ms");
   const detail::ContextState& s = *start.handle_->deleter().owner;
   detail::ScopedContext scope(s);
   float ms = 0.0f;

@@ -27,7 +27,7 @@ TETHER_EXPORT namespace tether {
 /// event they record or wait for alive. Copying (and moving) shares the event; an Event is never
 /// empty. The event keeps its context alive; every driver call runs with that context pushed.
 /// Thread safety: all members are safe to call concurrently; the last copy may be dropped on any
-/// thread (the release rule of ARCHITECTURE.md §9), and never throws.
+/// thread (the release rule of docs/design/attachments.md), and never throws.
 class Event {
  public:
   Event(const Event&) noexcept = default;

@@ -2,6 +2,8 @@
 // SPDX-FileCopyrightText: 2026 The tether authors
 #include "module.hpp"
 
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <fstream>
 #include <iterator>
@@ -30,13 +32,28 @@ std::shared_ptr<const std::vector<std::byte>> terminated(const std::byte* p, std
 
 Image Image::from_file(std::string_view path) {
   std::string p(path);
+  // Why stat first: an ifstream opens a directory and then throws std::ios_base::failure, without
+  // the path, from its first read.
+  struct ::stat st {};
+  if (::stat(p.c_str(), &st) != 0) {
+    int err = errno;
+    throw UsageError(
+        fmt::format("Image::from_file: cannot open '{}': {}", p, err ? std::strerror(err) : "unknown error"));
+  }
+  if (S_ISDIR(st.st_mode)) throw UsageError(fmt::format("Image::from_file: '{}' is a directory, not a module image", p));
+  if (!S_ISREG(st.st_mode)) throw UsageError(fmt::format("Image::from_file: '{}' is not a regular file", p));
   std::ifstream in(p, std::ios::binary);
   if (!in) {
     int err = errno;
     throw UsageError(
         fmt::format("Image::from_file: cannot open '{}': {}", p, err ? std::strerror(err) : "unknown error"));
   }
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<char> bytes;
+  try {
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  } catch (const std::ios_base::failure& e) {
+    throw UsageError(fmt::format("Image::from_file: cannot read '{}': {}", p, e.what()));
+  }
   if (in.bad()) throw UsageError(fmt::format("Image::from_file: cannot read '{}'", p));
   if (bytes.empty()) throw UsageError(fmt::format("Image::from_file: '{}' is empty", p));
   std::size_t n = bytes.size();
@@ -57,6 +74,7 @@ Image Image::from_ptx(std::string_view ptx) {
 Context Module::context() const noexcept { return detail::context_from(handle_->deleter().owner); }
 
 CUfunction Module::function(std::string_view name) const {
+  detail::check_calls_allowed("Module::function");
   const detail::ContextState& s = *handle_->deleter().owner;
   std::string n(name);  // the driver wants a NUL-terminated name
   detail::ScopedContext scope(s);
@@ -67,6 +85,7 @@ CUfunction Module::function(std::string_view name) const {
 }
 
 std::shared_ptr<const detail::KernelInfo> Module::kernel_info(std::string_view name) const {
+  detail::check_calls_allowed("Module::kernel");
   CUfunction f = function(name);
   return std::make_shared<const detail::KernelInfo>(detail::KernelInfo{*this, f, std::string(name), handle_->deleter().owner->context});
 }

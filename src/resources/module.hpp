@@ -65,7 +65,8 @@ class Image {
 /// and graph kernel nodes keep their module loaded. Copying (and moving) shares the module; a
 /// Module is never empty. The module keeps its context alive.
 /// Thread safety: all members are safe to call concurrently; the last copy may be dropped on any
-/// thread (the release rule of ARCHITECTURE.md §9), and never throws.
+/// thread and never throws: the unload (cuModuleUnload) always runs on tether's reclaimer, because
+/// it can block while a host callback runs.
 class Module {
  public:
   Module(const Module&) noexcept = default;
@@ -132,6 +133,12 @@ class Kernel {
                 "parameter values byte by byte");
 
  public:
+  // Why copies only: a move would leave an empty Kernel whose members dereference nothing; a
+  // Kernel is never empty, so moving it copies (one reference count).
+  Kernel(const Kernel&) noexcept = default;
+  Kernel& operator=(const Kernel&) noexcept = default;
+  ~Kernel() = default;
+
   /// The number of parameters.
   static constexpr std::size_t arity = sizeof...(Args);
   /// The parameter list as a tuple type.

@@ -16,18 +16,19 @@ Stream Stream::from_native_handle(const Context& ctx, CUstream stream) noexcept 
 }
 
 const detail::ContextState& Stream::state(const char* what) const {
-  if (!handle_) detail::throw_empty(what);
+  detail::check_calls_allowed(what);
+  if (!handle_) detail::throw_empty(what, "Stream");
   return *handle_.deleter().owner;
 }
 
 void Stream::synchronize() const {
-  const detail::ContextState& s = state("Stream (synchronize)");
+  const detail::ContextState& s = state("Stream::synchronize");
   detail::ScopedContext scope(s);
   detail::call<detail::Entry::cuStreamSynchronize>(*s.table, "synchronizing a stream", get());
 }
 
 bool Stream::query() const {
-  const detail::ContextState& s = state("Stream (query)");
+  const detail::ContextState& s = state("Stream::query");
   detail::ScopedContext scope(s);
   CUresult r = detail::raw<detail::Entry::cuStreamQuery>(*s.table, get());
   if (r == CUDA_SUCCESS) return true;
@@ -36,7 +37,7 @@ bool Stream::query() const {
 }
 
 Context Stream::context() const {
-  state("Stream");
+  if (!handle_) detail::throw_empty("Stream::context", "Stream");
   return detail::context_from(handle_.deleter().owner);
 }
 

@@ -25,7 +25,7 @@ TETHER_EXPORT namespace tether {
 /// stream with work still queued is fine: the work completes. The stream keeps its context
 /// alive. Thread safety: concurrent const members are safe; destruction, `reset`, `release` and
 /// assignment need exclusive access. The destructor may run on any thread (see the release rule
-/// in ARCHITECTURE.md §9) and never throws.
+/// in docs/design/attachments.md) and never throws.
 class Stream {
  public:
   /// An empty stream.

@@ -244,6 +244,7 @@ TEST_CASE_FIXTURE(
   // name it (neither may be launched again).
   if (sim) CHECK(tether::sim::stats().device_allocations == dev0 + 2);
   unowned = {};
+  CHECK(tether::wait_reclaimed(std::chrono::milliseconds(5000)));  // frees run on the reclaimer
   if (sim) CHECK(tether::sim::stats().device_allocations == dev0 + 1);
   e.reset();
   h.reset();

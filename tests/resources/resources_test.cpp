@@ -166,7 +166,12 @@ struct Env {
     }
   }
 
-  tether::sim::Stats now() const { return tether::sim::stats(); }
+  // Why wait first: frees and unloads always run on the reclaimer (they can block while a host
+  // callback runs), so counts are read once what is queued has been released.
+  tether::sim::Stats now() const {
+    (void)tether::wait_reclaimed(5000ms);
+    return tether::sim::stats();
+  }
   tether::Module load() const { return ctx.load_module(tether::Image::from_ptx(test_ptx)); }
 };
 
@@ -288,17 +293,18 @@ TEST_CASE_FIXTURE(Env, "a context is a shared reference to its device's primary 
   CHECK_THROWS_AS((void)rt.context(-1), tether::UsageError);
 }
 
-TEST_CASE_FIXTURE(Env, "context members run with the context pushed and leave the caller's current context alone") {
+TEST_CASE_FIXTURE(Env, "context members make the context current on a thread that has none and leave it current") {
   CUcontext saved = current_context(rt);
   set_current_context(rt, nullptr);
   {
     tether::Stream s = ctx.make_stream();
-    CHECK(current_context(rt) == nullptr);
+    CHECK(current_context(rt) == ctx.get());  // set, not pushed: nothing to pop later
+    set_current_context(rt, nullptr);
     tether::Event e = ctx.make_event();
     tether::DeviceBuffer<int> b = ctx.alloc<int>(64);
     tether::PinnedBuffer<int> p = ctx.alloc_pinned<int>(64);
     tether::Module m = load();
-    CHECK(current_context(rt) == nullptr);
+    CHECK(current_context(rt) == ctx.get());
     b.fill_bytes(0);
     b.copy_to(p.span());
     e.record(s);
@@ -308,9 +314,9 @@ TEST_CASE_FIXTURE(Env, "context members run with the context pushed and leave th
     CHECK(s.query());
     CHECK(e.query());
     CHECK(m.function("tether_resources_fill") != nullptr);
-    CHECK(current_context(rt) == nullptr);
+    CHECK(current_context(rt) == ctx.get());
   }
-  CHECK(current_context(rt) == nullptr);  // the deleters popped what they pushed
+  CHECK(current_context(rt) == ctx.get());
   set_current_context(rt, saved);
 }
 
@@ -703,15 +709,13 @@ TEST_CASE_FIXTURE(Env, "an injected failure of a creating call throws DriverErro
   expect("cuStreamCreate", [&] { (void)ctx.make_stream(); });
   expect("cuEventCreate", [&] { (void)ctx.make_event(); });
   expect("cuModuleLoadData", [&] { (void)load(); });
-  // The context is pushed only when it is not already current on the calling thread.
+  // The context is set only when it is not already current on the calling thread.
   auto none_current = [&] {
     CHECK(tether::detail::raw<tether::detail::Entry::cuCtxSetCurrent>(tether::detail::table_of(rt), CUcontext{}) ==
           CUDA_SUCCESS);
   };
-  expect("cuCtxPushCurrent", [&] {
-    none_current();
-    (void)ctx.alloc<int>(4);
-  });
+  none_current();
+  expect("cuCtxSetCurrent", [&] { (void)ctx.alloc<int>(4); });
   expect("cuCtxGetCurrent", [&] { (void)ctx.alloc<int>(4); });
   tether::sim::Stats after = now();
   CHECK(after.device_allocations == before.device_allocations);
@@ -726,6 +730,7 @@ TEST_CASE_FIXTURE(Env, "a release the driver fails is reported through the error
   tether::DeviceBuffer<int> b = ctx.alloc<int>(4);
   tether::sim::fail_call("cuMemFree", 1, tether::Errc::invalid_value);
   CHECK_NOTHROW(b.reset());
+  REQUIRE(tether::wait_reclaimed(5000ms));  // the free runs on the reclaimer
   std::vector<std::string> reports = take_reports();
   REQUIRE(reports.size() == 1);
   CHECK(contains(reports[0], "freeing device memory: cuMemFree failed with CUDA_ERROR_INVALID_VALUE"));
@@ -816,12 +821,13 @@ TEST_CASE_FIXTURE(Env, "a release the driver refuses with CUDA_ERROR_NOT_PERMITT
   CHECK(after.streams == before.streams + 1);
   CHECK(after.events == before.events);
   CHECK(after.modules == before.modules);
-  // Without ForbidCuda each deleter tried once (cuCtxPushCurrent, refused) and then deferred.
+  // Without ForbidCuda the stream and event deleters tried once (cuCtxGetCurrent, refused) and
+  // then deferred; frees and unloads go to the reclaimer without trying.
   std::vector<tether::sim::Violation> v = tether::sim::violations();
   CHECK_FALSE(v.empty());
   for (const tether::sim::Violation& x : v) {
     CHECK(x.kind == tether::sim::ViolationKind::call_in_callback);
-    CHECK(x.entry_point == "cuCtxPushCurrent");
+    CHECK(x.entry_point == "cuCtxGetCurrent");
   }
   tether::sim::clear_violations();
 }
@@ -901,6 +907,10 @@ TEST_CASE("child process body: deleters run in their own context while another d
   auto exercise = [&](CUcontext current) {
     set_current_context(rt, current);
     std::size_t used0 = sim ? used_on(ctx0) : 0, used1 = sim ? used_on(ctx1) : 0;
+    set_current_context(rt, current);
+    // A tether call on a thread with no current context leaves its own context current there;
+    // with another context current it pushes and pops.
+    if (!current) current = ctx0.get();
     {
       tether::DeviceBuffer<int> b = ctx0.alloc<int>(1024);
       CHECK(current_context(rt) == current);
@@ -925,6 +935,7 @@ TEST_CASE("child process body: deleters run in their own context while another d
       CHECK(current_context(rt) == current);
     }
     CHECK(current_context(rt) == current);  // every deleter restored the caller's context
+    CHECK(tether::wait_reclaimed(5000ms));     // frees run on the reclaimer
     if (sim) CHECK(used_on(ctx0) == used0);
     // Dropped on another thread where device 1's context is current.
     tether::DeviceBuffer<int> b = ctx0.alloc<int>(256);
@@ -933,6 +944,7 @@ TEST_CASE("child process body: deleters run in their own context while another d
       b.reset();
       CHECK(current_context(rt) == ctx1.get());
     }).join();
+    CHECK(tether::wait_reclaimed(5000ms));
     if (sim) CHECK(used_on(ctx0) == used0);
   };
 
