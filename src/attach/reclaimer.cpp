@@ -126,6 +126,7 @@ std::size_t Reclaimer::drain() noexcept {
     }
   }
   --t_draining;
+  if (!t_reclaimer && t_draining == 0) restore_capture_modes();  // an application thread's own mode
   if (n) {
     std::lock_guard lock(idle_mu_);
     idle_cv_.notify_all();

@@ -79,6 +79,10 @@ class CallbackScope {
 /// Waits until no tether host callable runs (the reclaimer, before a blocking release).
 void wait_for_no_callbacks() noexcept;
 
+/// Restores the capture modes tether's releases switched on this thread (end of a drain on a thread
+/// that is not the reclaimer's). Defined with the release rule in resources/context.cpp.
+void restore_capture_modes() noexcept;
+
 /// Whether the current thread is the reclaimer's (tests assert where owners die).
 bool on_reclaimer_thread() noexcept;
 

@@ -48,15 +48,15 @@ void throw_call_error(const DriverTable& t, Entry e, CUresult r, std::string con
     if (!context.empty()) msg += " while " + context;
     throw DriverUnavailable(st == EntryState::too_old ? Unavailable::too_old : Unavailable::missing_entry, msg);
   }
+  // Why the explanation is read first: it belongs to the failed call, and any later driver call
+  // on this thread (cuGetErrorString included) may replace it.
+  std::string why = t.explain ? t.explain() : std::string();
   std::string description;
   if (t.state[index(Entry::cuGetErrorString)] == EntryState::resolved) {
     const char* s = nullptr;
     if (t.get<Entry::cuGetErrorString>()(r, &s) == CUDA_SUCCESS && s) description = s;
   }
-  if (t.explain) {
-    std::string why = t.explain();
-    if (!why.empty()) context += (context.empty() ? "" : "; ") + ("simulator: " + why);
-  }
+  if (!why.empty()) context += (context.empty() ? "" : "; ") + ("simulator: " + why);
   throw DriverError(name, r, std::move(description), std::move(context));
 }
 

@@ -20,12 +20,18 @@ struct ExecOwners {
   std::mutex mu;
   std::uint64_t launches = 0;
   CUstream last_stream = nullptr;
+  // The executable's own version of one node.
+  struct Slot {
+    const NodeRecord* rec = nullptr;
+    Owners owners;
+    std::uint64_t installed_at = 0;  // launches made before this version was installed
+  };
   // The executable's own version per node: an open-addressing table keyed by record (never
   // erased: a whole update empties the values), sized at instantiate for every node of the source
   // so that per-node updates do not allocate.
-  std::vector<std::pair<const NodeRecord*, Owners>> current;
+  std::vector<Slot> table;
   std::size_t used = 0;
-  std::vector<Retired> retired;  // superseded, oldest first (a few at most)
+  std::vector<Retired> retired;  // superseded and possibly used by a launch, oldest first
 
   // Records sit side by side in their hierarchy's storage, so their address divided by the record
   // size keeps nodes made one after another in neighbouring slots: updating nodes in creation order
@@ -35,28 +41,38 @@ struct ExecOwners {
   }
   /// Where `r` is, or the empty slot where it would go.
   std::size_t probe(const NodeRecord* r) const noexcept {
-    const std::size_t mask = current.size() - 1;
+    const std::size_t mask = table.size() - 1;
     std::size_t i = hash(r, mask);
-    while (current[i].first && current[i].first != r) i = (i + 1) & mask;
+    while (table[i].rec && table[i].rec != r) i = (i + 1) & mask;
     return i;
   }
   /// The slot of `r`, made if missing (may allocate: call before the driver call).
-  Owners& slot(const NodeRecord* r) {
+  Slot& slot(const NodeRecord* r) {
     reserve(used + 1);
     std::size_t i = probe(r);
-    if (!current[i].first) {
-      current[i].first = r;
+    if (!table[i].rec) {
+      table[i].rec = r;
       ++used;
     }
-    return current[i].second;
+    return table[i];
   }
   /// Room for `nodes` entries at most half full (a power of two, at least 16 slots).
   void reserve(std::size_t nodes) {
-    if (current.size() >= nodes * 2) return;
-    std::vector<std::pair<const NodeRecord*, Owners>> old(std::bit_ceil(std::max<std::size_t>(16, nodes * 2)));
-    old.swap(current);
-    for (auto& [r, o] : old)
-      if (r) current[probe(r)] = {r, std::move(o)};
+    if (table.size() >= nodes * 2) return;
+    std::vector<Slot> old(std::bit_ceil(std::max<std::size_t>(16, nodes * 2)));
+    old.swap(table);
+    for (Slot& x : old)
+      if (x.rec) table[probe(x.rec)] = std::move(x);
+  }
+  /// Supersedes `slot`'s version: released at once (into `dead`, dropped by the caller outside the
+  /// lock) if no launch was made since it was installed, so no launch can use it; otherwise kept
+  /// until the launches made so far have completed. `retired` must have room for one more.
+  void supersede(Slot& slot, Owners& dead) noexcept {
+    if (slot.owners.empty()) return;
+    if (slot.installed_at == launches)
+      dead += std::move(slot.owners);
+    else
+      retired.push_back({launches, std::move(slot.owners)});
   }
 };
 
@@ -64,6 +80,8 @@ struct ExecOwners {
 void release_retired(const std::shared_ptr<ExecOwners>& owners, std::uint64_t completed) noexcept;
 /// The same, later, on the reclaimer.
 void release_retired_later(const std::shared_ptr<ExecOwners>& owners, std::uint64_t completed) noexcept;
+
+std::atomic<std::size_t> g_live_execs{0};
 
 struct ExecState {
   const DriverTable* drv = nullptr;
@@ -75,7 +93,7 @@ struct ExecState {
   // pointer would match a new graph allocated where the source died.
   std::weak_ptr<const Hierarchy> source;
 
-  explicit ExecState(const Context& c) : ctx(c) {}
+  explicit ExecState(const Context& c) : ctx(c) { g_live_execs.fetch_add(1, std::memory_order_relaxed); }
 
   /// Holds the executable's lock with its context current: what every call on it needs.
   struct Guard {
@@ -84,11 +102,23 @@ struct ExecState {
     ScopedContext scope;
   };
   ~ExecState() {
+    g_live_execs.fetch_sub(1, std::memory_order_relaxed);
     const DriverTable* d = drv;
     CUgraphExec e = exec;
     CUuserObject uo = acc ? acc->user_object() : nullptr;
+    CUcontext c = ctx.get();
     owners.reset();  // the accumulator keeps its own share for launches in flight
-    auto destroy = [d, e, uo] {
+    auto destroy = [d, e, uo, c, keep = ctx] {
+      relax_capture_mode(*d);
+      CUcontext cur = nullptr;
+      CUresult got = raw<Entry::cuCtxGetCurrent>(*d, &cur);
+      if (got != CUDA_SUCCESS)
+        report_error("making a context current to destroy an executable", std::string("cuCtxGetCurrent failed with ") +
+                                                           std::string(result_name(got)) + " (the executable is destroyed all the same)");
+      else if (cur != c)
+        if (CUresult set = raw<Entry::cuCtxSetCurrent>(*d, c); set != CUDA_SUCCESS)
+          report_error("making a context current to destroy an executable", std::string("cuCtxSetCurrent failed with ") +
+                                                             std::string(result_name(set)) + " (the executable is destroyed all the same)");
       if (e) {
         CUresult r = raw<Entry::cuGraphExecDestroy>(*d, e);
         if (r != CUDA_SUCCESS) report_error("destroying an executable graph", result_name(r));
@@ -98,11 +128,13 @@ struct ExecState {
         if (r != CUDA_SUCCESS) report_error("releasing an executable's owner accumulator", result_name(r));
       }
     };
-    // Never blocks on launches in flight: CUDA keeps what they use until they complete.
-    if (cuda_forbidden_here())
-      defer_to_reclaimer(destroy);
-    else
+    // Why always on the reclaimer: cuGraphExecDestroy on an application thread in GLOBAL capture
+    // mode invalidates a stream capture on any other thread (capture facts c4). It never blocks
+    // on launches in flight: CUDA keeps what they use until they complete.
+    if (on_reclaimer_thread())
       destroy();
+    else
+      defer_to_reclaimer(destroy);
   }
 };
 
@@ -147,16 +179,17 @@ NodeRecord* find_record(Hierarchy& h, CUgraphNode node) {
   return nullptr;
 }
 
-// Moves every current per-node version to the retired list (a whole update supersedes them).
-void retire_all(ExecOwners& o, std::uint64_t launches) {
-  // (a whole update allocates: it is not on the per-node path)
-  for (auto& [rec, owners] : o.current)
-    if (!owners.empty()) o.retired.push_back({launches, std::move(owners)});
+// Supersedes every current per-node version (a whole update replaces them all): released at
+// once where no launch used them, retired otherwise. Allocates (a whole update is not on the
+// per-node path): call before the driver call.
+void reserve_retire_all(ExecOwners& o) { o.retired.reserve(o.retired.size() + o.used); }
+void retire_all(ExecOwners& o, Owners& dead) noexcept {
+  for (ExecOwners::Slot& x : o.table) o.supersede(x, dead);
 }
 
-void lock_source(Hierarchy& h) {
-  if (h.editor.load(std::memory_order_acquire) == std::this_thread::get_id())
-    throw UsageError("this thread has an edit of the graph open; commit or drop it before instantiating or updating");
+// Throws UsageError for an empty stream: a null CUstream would silently mean the legacy stream.
+void check_stream(const Stream& s, std::string_view call) {
+  if (!s) throw_empty(call, "Stream");
 }
 
 }  // namespace
@@ -206,15 +239,19 @@ std::string_view to_string(UpdateResult::Reason r) noexcept {
 GraphExec Graph::instantiate() const { return instantiate(InstantiateOptions{}); }
 
 GraphExec Graph::instantiate(const InstantiateOptions& options) const {
-  const detail::DriverTable& drv = *h_->drv;
-  detail::lock_source(*h_);
-  std::lock_guard lock(h_->mu);
+  detail::check_calls_allowed("Graph::instantiate");
+  const auto& h = live("Graph::instantiate");
+  if (options.upload) detail::check_stream(*options.upload, "Graph::instantiate (InstantiateOptions::upload)");
+  const detail::DriverTable& drv = *h->drv;
+  detail::HierarchyGuard lock(h->mu, "Graph::instantiate");
+  // An undo failed on this graph: the driver's graph may hold what the metadata says is gone.
+  h->check_usable();
   detail::ScopedContext scope(drv, ctx_.get());
   auto state = std::make_shared<detail::ExecState>(ctx_);
   state->drv = &drv;
-  state->source = h_;
+  state->source = h;
   state->owners = std::make_shared<detail::ExecOwners>();
-  state->owners->reserve(h_->root().node_count);
+  state->owners->reserve(h->root().node_count);
   detail::ExecAccumulator* acc = detail::ExecAccumulator::create(drv);
   acc->owners() += Owners{state->owners};
   unsigned long long flags = 0;
@@ -223,10 +260,10 @@ GraphExec Graph::instantiate(const InstantiateOptions& options) const {
   if (options.use_node_priority) flags |= CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY;
   try {
     detail::with_accumulator_on(
-        drv, h_->root().graph, acc,
+        drv, h->root().graph, acc,
         [&] {
           detail::call<detail::Entry::cuGraphInstantiateWithFlags>(drv, "instantiating a graph", &state->exec,
-                                                                    h_->root().graph, flags);
+                                                                    h->root().graph, flags);
         },
         [&] { state->acc = acc; });
   } catch (...) {
@@ -242,6 +279,14 @@ GraphExec Graph::instantiate(const InstantiateOptions& options) const {
 GraphExec::GraphExec(GraphExec&&) noexcept = default;
 GraphExec& GraphExec::operator=(GraphExec&&) noexcept = default;
 GraphExec::~GraphExec() = default;
+void GraphExec::reset() noexcept { s_.reset(); }
+
+detail::ExecState& GraphExec::live(std::string_view call) const {
+  detail::check_calls_allowed(call);
+  if (!s_) [[unlikely]]
+    detail::throw_empty(call, "GraphExec");
+  return *s_;
+}
 
 const Context& GraphExec::context() const noexcept { return s_->ctx; }
 const detail::DriverTable& GraphExec::table() const noexcept { return *s_->drv; }
@@ -249,156 +294,188 @@ CUgraphExec GraphExec::handle() const noexcept { return s_->exec; }
 CUgraphExec GraphExec::get() const noexcept { return s_ ? s_->exec : nullptr; }
 
 void GraphExec::launch(const Stream& stream) {
-  if (!s_) throw UsageError("GraphExec::launch: the executable was moved from");
-  detail::ExecState::Guard locked(*s_);
-  detail::ExecOwners& o = *s_->owners;
-  const detail::DriverTable& drv = *s_->drv;
-  CUstream st = stream.get();
-  detail::call<detail::Entry::cuGraphLaunch>(drv, "launching an executable graph", s_->exec, st);
+  detail::ExecState& st = live("GraphExec::launch");
+  detail::check_stream(stream, "GraphExec::launch");
+  detail::ExecState::Guard locked(st);
+  detail::ExecOwners& o = *st.owners;
+  const detail::DriverTable& drv = *st.drv;
+  CUstream s = stream.get();
+  detail::call<detail::Entry::cuGraphLaunch>(drv, "launching an executable graph", st.exec, s);
   std::uint64_t n = ++o.launches;
-  o.last_stream = st;
+  o.last_stream = s;
   if (o.retired.empty()) return;  // no cost per launch when nothing was superseded
-  auto* marker = new detail::Marker(s_->owners, n);
-  CUresult r = detail::raw<detail::Entry::cuLaunchHostFunc>(drv, st, &detail::Marker::run, static_cast<void*>(marker));
+  // Why a host function and not a wait: nothing waits for the marker (a blocked host callback
+  // would hold it up, as the driver runs every host function of the process on one thread); until
+  // it runs, the retired versions stay alive, one set per launch at most.
+  auto* marker = new detail::Marker(st.owners, n);
+  CUresult r = detail::raw<detail::Entry::cuLaunchHostFunc>(drv, s, &detail::Marker::run, static_cast<void*>(marker));
   if (r != CUDA_SUCCESS) {
     delete marker;
     report_error("queueing the release of superseded executable owners",
                  std::string(result_name(r)) + " (they are released after a later launch)");
-    return;
   }
 }
 
 void GraphExec::upload(const Stream& stream) {
-  if (!s_) throw UsageError("GraphExec::upload: the executable was moved from");
-  detail::ExecState::Guard locked(*s_);
-  detail::call<detail::Entry::cuGraphUpload>(*s_->drv, "uploading an executable graph", s_->exec, stream.get());
+  detail::ExecState& st = live("GraphExec::upload");
+  detail::check_stream(stream, "GraphExec::upload");
+  detail::ExecState::Guard locked(st);
+  detail::call<detail::Entry::cuGraphUpload>(*st.drv, "uploading an executable graph", st.exec, stream.get());
 }
 
 UpdateResult GraphExec::update(const Graph& graph) {
-  if (!s_) throw UsageError("GraphExec::update: the executable was moved from");
-  const auto& h = detail::GraphAccess::hierarchy(graph);
-  detail::lock_source(*h);
-  detail::ExecOwners& o = *s_->owners;
-  std::scoped_lock lock(o.mu, h->mu);
-  const detail::DriverTable& drv = *s_->drv;
-  detail::ScopedContext scope(drv, s_->ctx.get());
-  o.reserve(h->root().node_count);
-  CUgraphExecUpdateResultInfo info{};
-  CUresult r = CUDA_SUCCESS;
-  detail::with_accumulator_on(
-      drv, h->root().graph, s_->acc,
-      [&] { r = detail::raw<detail::Entry::cuGraphExecUpdate>(drv, s_->exec, h->root().graph, &info); },
-      [&] {
-        if (r == CUDA_SUCCESS) detail::retire_all(o, o.launches);
-      });
-  if (r == CUDA_SUCCESS) {
-    if (o.launches == 0) detail::release_retired_later(s_->owners, 0);
-    return {};
+  detail::ExecState& st = live("GraphExec::update");
+  const auto& h = detail::GraphAccess::live(graph, "GraphExec::update");
+  // Lock order: a hierarchy before an executable, never the other way round.
+  detail::HierarchyGuard source_lock(h->mu, "GraphExec::update");
+  h->check_usable();
+  detail::ExecOwners& o = *st.owners;
+  Owners dead;
+  {
+    std::lock_guard lock(o.mu);
+    const detail::DriverTable& drv = *st.drv;
+    detail::ScopedContext scope(drv, st.ctx.get());
+    o.reserve(h->root().node_count);
+    detail::reserve_retire_all(o);
+    CUgraphExecUpdateResultInfo info{};
+    CUresult r = CUDA_SUCCESS;
+    detail::with_accumulator_on(
+        drv, h->root().graph, st.acc,
+        [&] { r = detail::raw<detail::Entry::cuGraphExecUpdate>(drv, st.exec, h->root().graph, &info); },
+        [&] {
+          if (r == CUDA_SUCCESS) detail::retire_all(o, dead);
+        });
+    if (r != CUDA_SUCCESS) {
+      if (r != CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE)
+        detail::throw_call_error(drv, detail::Entry::cuGraphExecUpdate, r, "updating an executable graph");
+      UpdateResult result;
+      // Why not trust info.result alone: the driver may refuse the update without filling it in,
+      // and its default (CU_GRAPH_EXEC_UPDATE_SUCCESS) would report the refusal as a success.
+      result.reason = info.result == CU_GRAPH_EXEC_UPDATE_SUCCESS ? UpdateResult::Reason::error
+                                                                   : detail::reason_of(info.result);
+      if (info.errorNode)
+        if (detail::NodeRecord* rec = detail::find_record(*h, info.errorNode))
+          result.node = detail::NodeAccess::make<AnyKind>(detail::NodeRef{h, rec, rec->generation.load()});
+      return result;
+    }
   }
-  if (r != CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE)
-    detail::throw_call_error(drv, detail::Entry::cuGraphExecUpdate, r, "updating an executable graph");
-  UpdateResult result;
-  result.reason = detail::reason_of(info.result);
-  if (info.errorNode)
-    if (detail::NodeRecord* rec = detail::find_record(*h, info.errorNode))
-      result.node = detail::NodeAccess::make<AnyKind>(detail::NodeRef{h, rec, rec->generation.load()});
-  return result;
+  detail::release_on_reclaimer(std::move(dead));
+  return {};
 }
 
-detail::NodeRecord* GraphExec::check(const detail::NodeRef& n, const char* what) const {
-  if (!s_) throw UsageError("GraphExec: the executable was moved from");
-  if (!n.valid()) throw UsageError(fmt::format("{} is no longer valid (removed, or its graph was destroyed)", what));
+void GraphExec::check(const detail::NodeRef& n, const char* what) const {
+  if (!n.valid())
+    throw UsageError(fmt::format("{} is not valid (default-constructed, removed, or its graph was destroyed)", what));
   const bool same_source = !s_->source.owner_before(n.hierarchy) && !n.hierarchy.owner_before(s_->source);
-  if (!same_source || n.record->box != &n.hierarchy->boxes.front() || !n.record->alive)
+  if (!same_source)
     throw UsageError(fmt::format("{} is not a node of the graph this executable was instantiated from", what));
-  return n.record;
 }
 
-void GraphExec::node_update(detail::NodeRecord* r, Owners&& owners, detail::FunctionRef<CUresult()> apply,
-                            detail::Entry entry, const char* what) {
+void GraphExec::node_update(const detail::NodeRef& n, const char* node_what, Owners&& owners,
+                            detail::FunctionRef<CUresult(CUgraphNode)> apply, detail::Entry entry, const char* what) {
   detail::UnusedOwners guard(owners);  // a rejected update releases its owners (on the reclaimer)
-  // The context is made current: the real driver crashed (SIGSEGV) in
-  // cuGraphExecKernelNodeSetParams with no current context.
-  detail::ExecState::Guard locked(*s_);
-  detail::ExecOwners& o = *s_->owners;
-  // Make room before the driver call, so that publishing afterwards cannot fail (the slot's
-  // address stays valid until the next growth; the retired list gets room for one more).
-  Owners& slot = o.slot(r);
-  if (o.retired.size() == o.retired.capacity()) o.retired.reserve(o.retired.capacity() * 2 + 4);
-  CUresult res = apply();
-  if (res != CUDA_SUCCESS) detail::throw_call_error(*s_->drv, entry, res, what);
-  bool release_now = false;
-  if (!slot.empty()) {
-    o.retired.push_back({o.launches, std::move(slot)});
-    release_now = o.launches == 0;  // nothing launched: nobody can use the superseded owners
+  check(n, node_what);
+  // Shared with the edits of the source graph: a commit or rollback that retires the node cannot
+  // run between the check and the driver call (the real driver does not validate node handles).
+  std::shared_lock publishing(n.hierarchy->publish_mu);
+  check(n, node_what);
+  detail::NodeRecord* r = n.record;
+  if (r->box != n.hierarchy->root_box || !r->alive)
+    throw UsageError(fmt::format("{} is not a node of the graph this executable was instantiated from", node_what));
+  Owners dead;
+  {
+    // The context is made current: the real driver crashed (SIGSEGV) in
+    // cuGraphExecKernelNodeSetParams with no current context.
+    detail::ExecState::Guard locked(*s_);
+    detail::ExecOwners& o = *s_->owners;
+    // Make room before the driver call, so that publishing afterwards cannot fail (the slot's
+    // address stays valid until the next growth; the retired list gets room for one more).
+    detail::ExecOwners::Slot& slot = o.slot(r);
+    if (o.retired.size() == o.retired.capacity()) o.retired.reserve(o.retired.capacity() * 2 + 4);
+    CUresult res = apply(r->node);
+    if (res != CUDA_SUCCESS) detail::throw_call_error(*s_->drv, entry, res, what);
+    o.supersede(slot, dead);
+    slot.owners = std::move(owners);
+    slot.installed_at = o.launches;
   }
-  slot = std::move(owners);
-  if (release_now) detail::release_retired_later(s_->owners, 0);
+  detail::release_on_reclaimer(std::move(dead));
 }
 
 void GraphExec::update(const Node<EventRecordNode>& node, const Event& event) {
-  detail::NodeRecord* rec = check(detail::NodeAccess::ref(node), "the event record node to update");
-  CUgraphNode n = rec->node;
+  live("GraphExec::update");
   CUevent e = event.get();
   node_update(
-      rec, Owners{event}, [&] { return detail::raw<detail::Entry::cuGraphExecEventRecordNodeSetEvent>(table(), handle(), n, e); },
+      detail::NodeAccess::ref(node), "the event record node to update", Owners{event},
+      [&](CUgraphNode n) { return detail::raw<detail::Entry::cuGraphExecEventRecordNodeSetEvent>(table(), handle(), n, e); },
       detail::Entry::cuGraphExecEventRecordNodeSetEvent, "updating an event record node of an executable graph");
 }
 
 void GraphExec::update(const Node<EventWaitNode>& node, const Event& event) {
-  detail::NodeRecord* rec = check(detail::NodeAccess::ref(node), "the event wait node to update");
-  CUgraphNode n = rec->node;
+  live("GraphExec::update");
   CUevent e = event.get();
   node_update(
-      rec, Owners{event}, [&] { return detail::raw<detail::Entry::cuGraphExecEventWaitNodeSetEvent>(table(), handle(), n, e); },
+      detail::NodeAccess::ref(node), "the event wait node to update", Owners{event},
+      [&](CUgraphNode n) { return detail::raw<detail::Entry::cuGraphExecEventWaitNodeSetEvent>(table(), handle(), n, e); },
       detail::Entry::cuGraphExecEventWaitNodeSetEvent, "updating an event wait node of an executable graph");
 }
 
 void GraphExec::update(const Node<ChildNode>& node, const Graph& graph) {
-  detail::NodeRecord* rec = check(detail::NodeAccess::ref(node), "the child graph node to update");
-  const auto& h = detail::GraphAccess::hierarchy(graph);
-  detail::lock_source(*h);
-  std::scoped_lock lock(s_->owners->mu, h->mu);
-  detail::ScopedContext scope(*s_->drv, s_->ctx.get());
+  detail::ExecState& st = live("GraphExec::update");
+  check(detail::NodeAccess::ref(node), "the child graph node to update");
+  const auto& h = detail::GraphAccess::live(graph, "GraphExec::update");
+  detail::HierarchyGuard source_lock(h->mu, "GraphExec::update");
+  h->check_usable();
+  const detail::NodeRef& n = detail::NodeAccess::ref(node);
+  std::shared_lock publishing(n.hierarchy->publish_mu);
+  check(n, "the child graph node to update");
+  std::lock_guard lock(st.owners->mu);
+  detail::ScopedContext scope(*st.drv, st.ctx.get());
   // CUDA swaps the references: the executable drops the old child's and takes `graph`'s (fact 6d).
   detail::call<detail::Entry::cuGraphExecChildGraphNodeSetParams>(
-      *s_->drv, "updating a child graph node of an executable graph", s_->exec, rec->node, h->root().graph);
+      *st.drv, "updating a child graph node of an executable graph", st.exec, n.record->node, h->root().graph);
 }
 
 void GraphExec::set_enabled(const detail::NodeRef& n, bool on) {
-  detail::NodeRecord* rec = check(n, "the node to enable or disable");
-  detail::ExecState::Guard locked(*s_);
-  detail::call<detail::Entry::cuGraphNodeSetEnabled>(*s_->drv, on ? "enabling a node" : "disabling a node", s_->exec,
-                                                     rec->node, on ? 1u : 0u);
+  detail::ExecState& st = live("GraphExec::enable");
+  check(n, "the node to enable or disable");
+  std::shared_lock publishing(n.hierarchy->publish_mu);
+  check(n, "the node to enable or disable");
+  detail::ExecState::Guard locked(st);
+  detail::call<detail::Entry::cuGraphNodeSetEnabled>(*st.drv, on ? "enabling a node" : "disabling a node", st.exec,
+                                                     n.record->node, on ? 1u : 0u);
 }
 
 bool GraphExec::get_enabled(const detail::NodeRef& n) const {
-  detail::NodeRecord* rec = check(n, "the node to query");
-  detail::ExecState::Guard locked(*s_);
+  detail::ExecState& st = live("GraphExec::enabled");
+  check(n, "the node to query");
+  std::shared_lock publishing(n.hierarchy->publish_mu);
+  check(n, "the node to query");
+  detail::ExecState::Guard locked(st);
   unsigned on = 0;
-  detail::call<detail::Entry::cuGraphNodeGetEnabled>(*s_->drv, "querying whether a node is enabled", s_->exec,
-                                                     rec->node, &on);
+  detail::call<detail::Entry::cuGraphNodeGetEnabled>(*st.drv, "querying whether a node is enabled", st.exec,
+                                                     n.record->node, &on);
   return on != 0;
 }
 
 void GraphExec::reclaim(const Stream& stream) {
-  if (!s_) throw UsageError("GraphExec::reclaim: the executable was moved from");
-  detail::ExecOwners& o = *s_->owners;
+  detail::ExecState& st = live("GraphExec::reclaim");
+  detail::check_stream(stream, "GraphExec::reclaim");
+  detail::ExecOwners& o = *st.owners;
   std::lock_guard lock(o.mu);
   if (o.launches == 0) {
-    detail::release_retired_later(s_->owners, 0);
+    detail::release_retired_later(st.owners, 0);
     return;
   }
   if (stream.get() != o.last_stream)
     throw UsageError("GraphExec::reclaim: pass the stream of the executable's last launch");
   if (o.retired.empty()) return;
-  auto* marker = new detail::Marker(s_->owners, o.launches);
-  detail::ScopedContext scope(*s_->drv, s_->ctx.get());
-  CUresult r = detail::raw<detail::Entry::cuLaunchHostFunc>(*s_->drv, stream.get(), &detail::Marker::run,
+  auto* marker = new detail::Marker(st.owners, o.launches);
+  detail::ScopedContext scope(*st.drv, st.ctx.get());
+  CUresult r = detail::raw<detail::Entry::cuLaunchHostFunc>(*st.drv, stream.get(), &detail::Marker::run,
                                                            static_cast<void*>(marker));
   if (r != CUDA_SUCCESS) {
     delete marker;
-    detail::throw_call_error(*s_->drv, detail::Entry::cuLaunchHostFunc, r, "queueing the release of superseded owners");
+    detail::throw_call_error(*st.drv, detail::Entry::cuLaunchHostFunc, r, "queueing the release of superseded owners");
   }
 }
 
@@ -406,8 +483,82 @@ std::size_t GraphExec::live_node_versions() const noexcept {
   if (!s_) return 0;
   std::lock_guard lock(s_->owners->mu);
   std::size_t n = s_->owners->retired.size();
-  for (auto& [rec, owners] : s_->owners->current) n += owners.empty() ? 0 : 1;
+  for (const detail::ExecOwners::Slot& x : s_->owners->table) n += x.owners.empty() ? 0 : 1;
   return n;
+}
+
+std::size_t live_executables() noexcept { return detail::g_live_execs.load(std::memory_order_relaxed); }
+std::size_t live_graphs() noexcept { return detail::Hierarchy::live(); }
+
+namespace {
+struct Sentinel {
+  std::atomic<bool> released{false};
+  static void on_destroy(void* self) {
+    auto* s = static_cast<Sentinel*>(self);
+    s->released.store(true, std::memory_order_release);
+    s->released.notify_all();
+  }
+};
+}  // namespace
+
+bool wait_released(const Context& ctx, std::chrono::milliseconds timeout) {
+  detail::check_calls_allowed("tether::wait_released");
+  using namespace detail;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const DriverTable& drv = table_of(ctx.runtime());
+  auto left = [&] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - std::chrono::steady_clock::now());
+  };
+  if (!Reclaimer::instance().wait_idle(left())) return false;
+  // The sentinel takes the path of a launched executable's references: the driver's deferred
+  // destructors run one after another on one thread, so once it has run, so has every release the
+  // driver had queued before it. RELAXED for the calls below: instantiate and exec destroy in
+  // GLOBAL mode would invalidate another thread's stream capture.
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  call<Entry::cuThreadExchangeStreamCaptureMode>(drv, "switching to relaxed capture mode", &mode);
+  struct Restore {
+    const DriverTable& drv;
+    CUstreamCaptureMode mode;
+    ~Restore() { raw<Entry::cuThreadExchangeStreamCaptureMode>(drv, &mode); }
+  } restore{drv, mode};
+  // Leaked on purpose if it never runs (the driver may still call it).
+  auto* sentinel = new Sentinel;
+  ScopedContext scope(*state_of(ctx));
+  CUstream s = nullptr;
+  CUgraph g = nullptr;
+  CUgraphExec e = nullptr;
+  CUuserObject uo = nullptr;
+  auto cleanup = [&] {
+    if (e) raw<Entry::cuGraphExecDestroy>(drv, e);
+    if (g) raw<Entry::cuGraphDestroy>(drv, g);
+    if (s) raw<Entry::cuStreamDestroy>(drv, s);
+  };
+  try {
+    call<Entry::cuUserObjectCreate>(drv, "creating the sentinel of wait_released", &uo, static_cast<void*>(sentinel),
+                                    &Sentinel::on_destroy, 1u, static_cast<unsigned>(CU_USER_OBJECT_NO_DESTRUCTOR_SYNC));
+    call<Entry::cuGraphCreate>(drv, "creating the sentinel graph of wait_released", &g, 0u);
+    call<Entry::cuGraphRetainUserObject>(drv, "retaining the sentinel of wait_released", g, uo, 1u,
+                                         static_cast<unsigned>(CU_GRAPH_USER_OBJECT_MOVE));
+    uo = nullptr;  // the graph holds it now
+    CUgraphNode n = nullptr;
+    call<Entry::cuGraphAddEmptyNode>(drv, "adding the sentinel node of wait_released", &n, g,
+                                     static_cast<const CUgraphNode*>(nullptr), std::size_t{0});
+    call<Entry::cuStreamCreate>(drv, "creating the sentinel stream of wait_released", &s,
+                                static_cast<unsigned>(CU_STREAM_NON_BLOCKING));
+    call<Entry::cuGraphInstantiateWithFlags>(drv, "instantiating the sentinel of wait_released", &e, g, 0ull);
+    call<Entry::cuGraphLaunch>(drv, "launching the sentinel of wait_released", e, s);
+  } catch (...) {
+    if (uo) raw<Entry::cuUserObjectRelease>(drv, uo, 1u);
+    cleanup();
+    throw;
+  }
+  cleanup();
+  while (!sentinel->released.load(std::memory_order_acquire)) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  delete sentinel;
+  return Reclaimer::instance().wait_idle(left());
 }
 
 }  // namespace tether

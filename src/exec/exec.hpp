@@ -48,29 +48,64 @@ struct UpdateResult {
 /// "success", "topology_changed", ...
 std::string_view to_string(UpdateResult::Reason r) noexcept;
 
+/// Executables alive in the process (GraphExec objects and those launches in flight keep).
+std::size_t live_executables() noexcept;
+/// Graph hierarchies alive in the process: every Graph, clone, and graph a view or node handle
+/// keeps alive. A count that does not fall back shows a leak, e.g. a host callable that captures
+/// its own graph's node, view or executable (a reference cycle through the graph's owners).
+std::size_t live_graphs() noexcept;
+
+/// Waits until everything whose last consumer is gone has been released, or `timeout` passes;
+/// returns whether it was. Unlike `wait_reclaimed`, it also waits for the user objects the driver
+/// releases later, on its own thread (DRIVER_FACTS 4g: up to a few hundred microseconds after the
+/// last launch): it sends a sentinel through that same path (a one-node executable in `ctx`,
+/// launched on a stream of its own and destroyed) and returns once the sentinel and everything
+/// queued before it were released. Launches still in flight keep what they use. Runs in RELAXED
+/// capture mode, so it does not invalidate another thread's capture. Throws UsageError inside a
+/// host callback, DriverError if the sentinel cannot be made.
+bool wait_released(const Context& ctx, std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
 /// An executable graph (CUgraphExec) made by `Graph::instantiate`. It keeps every owner its
 /// launches may use: the versions it was instantiated (or whole-updated) from, through CUDA's copy
 /// of their user-object references, and the versions of per-node updates, which are released as
 /// soon as no launch can still use them (bounded reclamation). Destroying it never waits for
 /// launches in flight: their owners stay alive until they complete. Move-only.
 ///
+/// Bound: a version superseded by a per-node update (or a whole update) before any launch used it
+/// is released at once (on the reclaimer). A superseded version some launch may use is released
+/// when that launch has completed, by a host function tether enqueues behind the next launch (or
+/// by `reclaim(stream)`). So per node at most one current version plus one per launch not yet
+/// known complete is alive, whatever the number of updates, streams or threads.
+///
+/// Empty state: moved from, or after `reset()`: `operator bool` is false, `get()` null,
+/// `live_node_versions()` 0, every other member throws UsageError ("... this GraphExec is moved
+/// from or empty").
+///
 /// Thread safety: launches, updates and enable/disable of one executable are serialised by tether
 /// (the driver does not allow them concurrently on one executable); different executables are
-/// independent.
+/// independent. No member may be called inside a host callback (UsageError): an application whose
+/// host node waits for it updates and launches from its own thread, and tether then makes no
+/// driver call there that waits for that callback.
 class GraphExec {
  public:
   GraphExec(GraphExec&&) noexcept;
   GraphExec& operator=(GraphExec&&) noexcept;
   GraphExec(const GraphExec&) = delete;
   GraphExec& operator=(const GraphExec&) = delete;
-  /// cuGraphExecDestroy (deferred to the reclaimer where CUDA calls are refused); never blocks on
-  /// launches in flight.
+  /// cuGraphExecDestroy, on tether's reclaimer (a destroy in GLOBAL capture mode would invalidate
+  /// another thread's stream capture); never blocks on launches in flight.
   ~GraphExec();
 
+  /// Whether this object holds an executable (false once moved from or reset).
+  explicit operator bool() const noexcept { return s_ != nullptr; }
+  /// Drops the executable now, as destruction does.
+  void reset() noexcept;
+
   /// Launches the executable on `stream` (cuGraphLaunch). Launches of one executable run one
-  /// after another, even on different streams. Throws DriverError.
+  /// after another, even on different streams. Throws UsageError for an empty stream (it never
+  /// silently means the legacy default stream), DriverError.
   void launch(const Stream& stream);
-  /// Uploads the executable to the device (cuGraphUpload). Throws DriverError.
+  /// Uploads the executable to the device (cuGraphUpload). Throws like `launch`.
   void upload(const Stream& stream);
 
   /// Whole-graph update from `graph` (cuGraphExecUpdate), which must have this executable's
@@ -123,15 +158,16 @@ class GraphExec {
 
   /// Bundles of per-node owners alive (current and superseded): for tests of bounded reclamation.
   std::size_t live_node_versions() const noexcept;
-  /// The driver's handle.
+  /// The driver's handle (null when empty).
   CUgraphExec get() const noexcept;
 
  private:
   friend class Graph;
   explicit GraphExec(std::shared_ptr<detail::ExecState> s) noexcept : s_(std::move(s)) {}
-  detail::NodeRecord* check(const detail::NodeRef& n, const char* what) const;
-  void node_update(detail::NodeRecord* r, Owners&& owners, detail::FunctionRef<CUresult()> apply,
-                   detail::Entry entry, const char* what);
+  detail::ExecState& live(std::string_view call) const;
+  void check(const detail::NodeRef& n, const char* what) const;
+  void node_update(const detail::NodeRef& n, const char* node_what, Owners&& owners,
+                   detail::FunctionRef<CUresult(CUgraphNode)> apply, detail::Entry entry, const char* what);
   void set_enabled(const detail::NodeRef& n, bool on);
   bool get_enabled(const detail::NodeRef& n) const;
   const Context& context() const noexcept;
@@ -146,7 +182,9 @@ class GraphExec {
 template <class... P, class... A>
 void GraphExec::update(const Node<KernelNode<P...>>& node, Grid grid, Block block, A&&... args) {
   static_assert(detail::KernelArgsCheck<std::tuple<P...>, A&&...>::ok);
-  detail::NodeRecord* rec = check(detail::NodeAccess::ref(node), "the kernel node to update");
+  live("GraphExec::update");
+  check(detail::NodeAccess::ref(node), "the kernel node to update");
+  detail::check_launch<P...>("GraphExec::update", grid, block, args...);
   const auto& kernel = detail::NodeAccess::extra(node).kernel;
   if (!kernel) throw UsageError("GraphExec::update: this kernel node handle does not carry its kernel");
   std::tuple<P...> values{detail::kernel_value<P>(args)...};
@@ -155,10 +193,9 @@ void GraphExec::update(const Node<KernelNode<P...>>& node, Grid grid, Block bloc
   CUDA_KERNEL_NODE_PARAMS p = detail::make_kernel_params(*kernel, grid, block, ptrs);
   Owners owners = std::apply([&](auto&&... o) { return Owners{*kernel, std::move(o)...}; },
                              std::tuple_cat(detail::kernel_owner<P>(std::forward<A>(args))...));
-  CUgraphNode n = rec->node;
   node_update(
-      rec, std::move(owners),
-      [&] { return detail::raw<detail::Entry::cuGraphExecKernelNodeSetParams>(table(), handle(), n, &p); },
+      detail::NodeAccess::ref(node), "the kernel node to update", std::move(owners),
+      [&](CUgraphNode n) { return detail::raw<detail::Entry::cuGraphExecKernelNodeSetParams>(table(), handle(), n, &p); },
       detail::Entry::cuGraphExecKernelNodeSetParams, "updating a kernel node of an executable graph");
 }
 
@@ -166,15 +203,15 @@ template <class Dst, class T>
 void GraphExec::update(const Node<MemsetNode>& node, Dst&& dst, const T& value) {
   static_assert(detail::Endpoint<Dst&&>::ok && !detail::Endpoint<Dst&&>::pinned,
                 "GraphExec::update(memset): the destination is a SharedBuffer<T>, a DeviceBuffer<T>&& or tether::unowned(p, count)");
-  detail::NodeRecord* rec = check(detail::NodeAccess::ref(node), "the memset node to update");
-  CUDA_MEMSET_NODE_PARAMS p = detail::memset_params_of(dst, value);
+  live("GraphExec::update");
+  check(detail::NodeAccess::ref(node), "the memset node to update");
+  CUDA_MEMSET_NODE_PARAMS p = detail::memset_params_of("GraphExec::update(memset)", dst, value);
   Owners owners = std::apply([](auto&&... o) { return Owners(std::move(o)...); },
                              detail::endpoint_owner(std::forward<Dst>(dst)));
-  CUgraphNode n = rec->node;
   CUcontext c = detail::context_handle(context());
   node_update(
-      rec, std::move(owners),
-      [&] { return detail::raw<detail::Entry::cuGraphExecMemsetNodeSetParams>(table(), handle(), n, &p, c); },
+      detail::NodeAccess::ref(node), "the memset node to update", std::move(owners),
+      [&](CUgraphNode n) { return detail::raw<detail::Entry::cuGraphExecMemsetNodeSetParams>(table(), handle(), n, &p, c); },
       detail::Entry::cuGraphExecMemsetNodeSetParams, "updating a memset node of an executable graph");
 }
 
@@ -182,16 +219,16 @@ template <class Dst, class Src>
 void GraphExec::update(const Node<MemcpyNode>& node, Dst&& dst, Src&& src, std::size_t count) {
   static_assert(detail::Endpoint<Dst&&>::ok && detail::Endpoint<Src&&>::ok,
                 "GraphExec::update(memcpy): each end is a shared or moved-in buffer, or tether::unowned(p, count)");
-  detail::NodeRecord* rec = check(detail::NodeAccess::ref(node), "the memcpy node to update");
-  CUDA_MEMCPY3D cp = detail::memcpy_params_of(dst, src, count);
+  live("GraphExec::update");
+  check(detail::NodeAccess::ref(node), "the memcpy node to update");
+  CUDA_MEMCPY3D cp = detail::memcpy_params_of("GraphExec::update(memcpy)", dst, src, count);
   Owners owners = std::apply([](auto&&... o) { return Owners(std::move(o)...); },
                              std::tuple_cat(detail::endpoint_owner(std::forward<Dst>(dst)),
                                             detail::endpoint_owner(std::forward<Src>(src))));
-  CUgraphNode n = rec->node;
   CUcontext c = detail::context_handle(context());
   node_update(
-      rec, std::move(owners),
-      [&] { return detail::raw<detail::Entry::cuGraphExecMemcpyNodeSetParams>(table(), handle(), n, &cp, c); },
+      detail::NodeAccess::ref(node), "the memcpy node to update", std::move(owners),
+      [&](CUgraphNode n) { return detail::raw<detail::Entry::cuGraphExecMemcpyNodeSetParams>(table(), handle(), n, &cp, c); },
       detail::Entry::cuGraphExecMemcpyNodeSetParams, "updating a memcpy node of an executable graph");
 }
 
@@ -199,14 +236,14 @@ template <class F>
 void GraphExec::update(const Node<HostNode>& node, F&& fn) {
   static_assert(std::is_invocable_v<std::remove_cvref_t<F>&>,
                 "GraphExec::update(host): the callable must be invocable with no arguments");
-  detail::NodeRecord* rec = check(detail::NodeAccess::ref(node), "the host node to update");
+  live("GraphExec::update");
+  check(detail::NodeAccess::ref(node), "the host node to update");
   Owners owners;
   auto& stored = owners.adopt(std::forward<F>(fn));
   CUDA_HOST_NODE_PARAMS p{&detail::host_trampoline<std::remove_cvref_t<F>>, static_cast<void*>(&stored)};
-  CUgraphNode n = rec->node;
   node_update(
-      rec, std::move(owners),
-      [&] { return detail::raw<detail::Entry::cuGraphExecHostNodeSetParams>(table(), handle(), n, &p); },
+      detail::NodeAccess::ref(node), "the host node to update", std::move(owners),
+      [&](CUgraphNode n) { return detail::raw<detail::Entry::cuGraphExecHostNodeSetParams>(table(), handle(), n, &p); },
       detail::Entry::cuGraphExecHostNodeSetParams, "updating a host node of an executable graph");
 }
 

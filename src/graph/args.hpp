@@ -83,7 +83,6 @@ using Bare = std::remove_cvref_t<A>;
 template <class P, class A>
 struct KernelArg {
   static constexpr bool pointer_param = std::is_pointer_v<P>;
-  using Elem = std::remove_pointer_t<P>;
   template <class X>
   static constexpr bool points_to = std::is_convertible_v<X*, P>;
 
@@ -179,6 +178,20 @@ CUmemorytype endpoint_type() {
     return CU_MEMORYTYPE_HOST;
   else
     return CU_MEMORYTYPE_UNIFIED;
+}
+/// The type an end point names in errors.
+template <class A>
+constexpr std::string_view endpoint_kind() {
+  if constexpr (IsSharedBuffer<Bare<A>>::value)
+    return "SharedBuffer";
+  else if constexpr (IsDeviceBuffer<Bare<A>>::value)
+    return "DeviceBuffer";
+  else if constexpr (IsSharedPinned<Bare<A>>::value)
+    return "SharedPinnedBuffer";
+  else if constexpr (IsPinned<Bare<A>>::value)
+    return "PinnedBuffer";
+  else
+    return "unowned pointer";
 }
 template <class A>
 auto endpoint_owner(A&& a) {

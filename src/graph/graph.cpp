@@ -10,6 +10,17 @@ std::span<NodeRecord* const> no_deps() noexcept { return {}; }
 
 void throw_finished_edit() { throw UsageError("this edit was already committed or rolled back"); }
 
+void throw_empty_argument(std::string_view what, std::size_t index, std::string_view type) {
+  throw UsageError(fmt::format("{}: argument {} ({}) is moved from or empty: the kernel would receive a null "
+                               "pointer; pass nullptr or tether::unowned(p) for a pointer tether must not keep",
+                               what, index, type));
+}
+
+void throw_zero_dimension(std::string_view what, const char* which, unsigned x, unsigned y, unsigned z) {
+  throw UsageError(fmt::format("{}: the {} dimensions ({}, {}, {}) contain a 0; every dimension is at least 1", what,
+                               which, x, y, z));
+}
+
 void check_not_body(const Box& box, const char* what) {
   for (const Box* b = &box; b; b = b->parent)
     if (b->kind == BoxKind::body)
@@ -22,7 +33,8 @@ CUcontext context_handle(const Context& c) noexcept { return c.get(); }
 
 Box* box_of(Transaction& tx, const BoxRef& ref, const char* what) {
   if (!ref.valid())
-    throw UsageError(fmt::format("{}: the graph view is invalid (CUDA destroyed the embedded graph or body)", what));
+    throw UsageError(
+        fmt::format("{}: the graph view is invalid (empty, or CUDA destroyed the embedded graph or body)", what));
   if (ref.hierarchy != tx.shared())
     throw UsageError(fmt::format("{}: the graph view belongs to another graph than the one being edited", what));
   return ref.box;
@@ -56,15 +68,17 @@ std::vector<NodeRecord*> neighbours(Transaction& tx, NodeRecord* r, bool depende
 }
 
 namespace {
-std::size_t count_nodes(const BoxRef& ref) {
-  if (!ref.valid()) throw UsageError("node_count: the graph view is invalid");
+std::size_t count_nodes(const BoxRef& ref, const char* what) {
+  check_calls_allowed(what);
+  if (!ref.valid()) throw UsageError(fmt::format("{}: the graph view is invalid (empty, or CUDA destroyed the graph)", what));
   // Inside this thread's own edit the lock is already held (and would deadlock).
-  if (ref.hierarchy->editor.load(std::memory_order_acquire) == std::this_thread::get_id()) return ref.box->node_count;
-  std::lock_guard lock(ref.hierarchy->mu);
+  if (ref.hierarchy->mu.held_here()) return ref.box->node_count;
+  HierarchyGuard lock(ref.hierarchy->mu, what);
   return ref.box->node_count;
 }
 CUgraph graph_of(const BoxRef& ref) {
-  if (!ref.valid()) throw UsageError("get: the graph view is invalid (CUDA destroyed the graph)");
+  if (!ref.valid())
+    throw UsageError("GraphRef::get: the graph view is invalid (empty, or CUDA destroyed the graph it showed)");
   return ref.box->graph;
 }
 }  // namespace
@@ -82,12 +96,14 @@ struct Graph::Origin {
 
 template <bool InBody>
 BasicEdit<InBody> BasicGraphRef<InBody>::edit() const {
-  if (!valid()) throw UsageError("edit: the graph view is invalid (CUDA destroyed the embedded graph or body)");
+  detail::check_calls_allowed("GraphRef::edit");
+  if (!valid())
+    throw UsageError("GraphRef::edit: the graph view is invalid (empty, or CUDA destroyed the embedded graph or body)");
   return BasicEdit<InBody>(ref_.hierarchy, ref_.box, *ctx_);
 }
 template <bool InBody>
 std::size_t BasicGraphRef<InBody>::node_count() const {
-  return detail::count_nodes(ref_);
+  return detail::count_nodes(ref_, "GraphRef::node_count");
 }
 template <bool InBody>
 CUgraph BasicGraphRef<InBody>::get() const {
@@ -96,14 +112,21 @@ CUgraph BasicGraphRef<InBody>::get() const {
 template class BasicGraphRef<false>;
 template class BasicGraphRef<true>;
 
-Graph::Graph(const Context& ctx)
-    : ctx_(ctx), h_(detail::Hierarchy::create(detail::table_of(ctx.runtime()))) {}
+Graph::Graph(const Context& ctx) : ctx_(ctx) {
+  detail::check_calls_allowed("Graph::Graph");
+  h_ = detail::Hierarchy::create(detail::table_of(ctx.runtime()));
+}
 
-Edit Graph::edit() const { return Edit(h_, &h_->root(), ctx_); }
+Edit Graph::edit() const {
+  const auto& h = live("Graph::edit");
+  return Edit(h, &h->root(), ctx_);
+}
 
 Graph Graph::clone() const {
+  detail::check_calls_allowed("Graph::clone");
+  const auto& live_h = live("Graph::clone");
   auto origin = std::make_shared<Origin>();
-  std::shared_ptr<detail::Hierarchy> h = detail::clone_hierarchy(*h_, nullptr, &origin->pairs);
+  std::shared_ptr<detail::Hierarchy> h = detail::clone_hierarchy(*live_h, nullptr, &origin->pairs);
   origin->source = h_;
   origin->generations.reserve(origin->pairs.size());
   for (auto& [src, copy] : origin->pairs) origin->generations.push_back(copy->generation.load());
@@ -113,6 +136,7 @@ Graph Graph::clone() const {
 }
 
 detail::NodeRef Graph::find_ref(const detail::NodeRef& source) const {
+  live("Graph::find");
   if (!origin_) throw UsageError("find: this graph is not a clone");
   if (!source.valid()) throw UsageError("find: the source node is no longer valid");
   if (origin_->source.lock() != source.hierarchy) throw UsageError("find: the node is not from this clone's source");
@@ -126,8 +150,14 @@ detail::NodeRef Graph::find_ref(const detail::NodeRef& source) const {
   return detail::NodeRef{h_, o.pairs[it->second].second, o.generations[it->second]};
 }
 
-GraphRef Graph::ref() const { return detail::GraphAccess::graph_ref({h_, &h_->root()}, ctx_); }
-std::size_t Graph::node_count() const { return detail::count_nodes({h_, &h_->root()}); }
-CUgraph Graph::get() const noexcept { return h_->root().graph; }
+GraphRef Graph::ref() const {
+  const auto& h = live("Graph::ref");
+  return detail::GraphAccess::graph_ref({h, &h->root()}, ctx_);
+}
+std::size_t Graph::node_count() const {
+  const auto& h = live("Graph::node_count");
+  return detail::count_nodes({h, &h->root()}, "Graph::node_count");
+}
+CUgraph Graph::get() const noexcept { return h_ ? h_->root().graph : nullptr; }
 
 }  // namespace tether

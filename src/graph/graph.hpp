@@ -45,6 +45,7 @@ using BodyEdit = BasicEdit<true>;
 /// a kernel sets (`cudaGraphSetConditional(handle, v)` in device code,
 /// `tether::sim::set_conditional` in a simulator twin) decides which body of an if / while / switch
 /// node runs. Pass `handle()` to the kernel as a `unsigned long long` (CUgraphConditionalHandle).
+/// A default-constructed Condition is empty (`handle() == 0`); using it throws UsageError.
 class Condition {
  public:
   Condition() = default;
@@ -54,13 +55,18 @@ class Condition {
   template <class, bool>
   friend class Builder;
   std::uint64_t handle_ = 0;
+  // Why the hierarchy as well as the box: a box address identifies a graph only while its
+  // hierarchy lives; a Condition of a destroyed graph must not match a new graph allocated at
+  // the same address.
+  std::weak_ptr<const detail::Hierarchy> hierarchy_;
   const detail::Box* box_ = nullptr;
 };
 
 /// A view of an embedded child graph (`GraphRef`, from `Edit::embed`) or of a conditional body
 /// (`BodyRef`, from if_ / if_else / while_ / switch_). It shares ownership of the whole hierarchy,
-/// so it keeps the root graph alive. It becomes invalid when CUDA destroys the graph it shows (its
-/// node removed); using it then throws UsageError. Thread safety: as Graph.
+/// so it keeps the root graph alive. A default-constructed view is empty (invalid). It becomes
+/// invalid when CUDA destroys the graph it shows (its node removed); using an invalid or empty view
+/// throws UsageError. Thread safety: as Graph.
 template <bool InBody>
 class BasicGraphRef {
  public:
@@ -134,6 +140,8 @@ struct GraphAccess {
     return *g.ctx_;
   }
   static const std::shared_ptr<Hierarchy>& hierarchy(const Graph& g) noexcept;
+  /// The hierarchy of `g`; throws UsageError naming `call` if `g` is empty.
+  static const std::shared_ptr<Hierarchy>& live(const Graph& g, std::string_view call);
 };
 
 /// Where a creator puts its node: transaction, graph, dependencies, extra owners.
@@ -150,6 +158,37 @@ inline constexpr bool dependent_false = false;
 
 std::span<NodeRecord* const> no_deps() noexcept;
 [[noreturn]] void throw_finished_edit();
+[[noreturn]] void throw_empty_argument(std::string_view what, std::size_t index, std::string_view type);
+[[noreturn]] void throw_zero_dimension(std::string_view what, const char* which, unsigned x, unsigned y, unsigned z);
+/// Throws UsageError if a grid or block dimension is 0 (the driver would refuse it later).
+inline void check_dims(std::string_view what, Grid g, Block b) {
+  if (g.x == 0 || g.y == 0 || g.z == 0) throw_zero_dimension(what, "grid", g.x, g.y, g.z);
+  if (b.x == 0 || b.y == 0 || b.z == 0) throw_zero_dimension(what, "block", b.x, b.y, b.z);
+}
+/// Throws UsageError if a buffer argument that would be retained (and passed as a pointer) is empty.
+template <class P, class A>
+void check_kernel_arg(std::string_view what, std::size_t index, const A& a) {
+  if constexpr (KernelArg<P, const A&>::pointer_param &&
+                (IsSharedBuffer<Bare<A>>::value || IsDeviceBuffer<Bare<A>>::value)) {
+    if (!a) throw_empty_argument(what, index, IsSharedBuffer<Bare<A>>::value ? "SharedBuffer" : "DeviceBuffer");
+  }
+}
+template <class... P, class... A, std::size_t... I>
+void check_kernel_args(std::string_view what, std::index_sequence<I...>, const A&... a) {
+  (check_kernel_arg<P>(what, I, a), ...);
+}
+/// The kernel arguments' checks of launch and of both updates: buffers not empty, dims not 0.
+template <class... P, class... A>
+void check_launch(std::string_view what, Grid g, Block b, const A&... a) {
+  check_dims(what, g, b);
+  check_kernel_args<P...>(what, std::index_sequence_for<A...>{}, a...);
+}
+/// Throws UsageError if a memset/memcpy end that tether would retain is empty.
+template <class A>
+void check_endpoint(std::string_view what, const char* end, const A& a) {
+  if constexpr (!IsUnowned<Bare<A>>::value)
+    if (!a) throw UsageError(fmt::format("{}: the {} ({}) is moved from or empty", what, end, endpoint_kind<A>()));
+}
 void check_not_body(const Box& box, const char* what);
 CUcontext context_handle(const Context& c) noexcept;
 Box* box_of(Transaction& tx, const BoxRef& ref, const char* what);
@@ -162,6 +201,7 @@ void host_trampoline(void* p) {
   // Host callbacks run on a driver thread where CUDA calls fail: anything the callable drops that
   // needs the driver is deferred to the reclaimer. Exceptions cannot cross the driver.
   ForbidCuda forbid;
+  CallbackScope running;  // the reclaimer starts no blocking release meanwhile
   try {
     (*static_cast<F*>(p))();
   } catch (...) {
@@ -209,24 +249,47 @@ struct KernelArgsCheck<std::tuple<P...>, A...> {
   static constexpr bool ok = true;
 };
 
+/// The bytes an end point is known to span (0: unknown, an `unowned(p)` without a count).
+template <class A>
+std::size_t endpoint_bytes(A& a) {
+  return endpoint_count(a) * sizeof(EndpointElem<A>);
+}
+
 template <class Dst, class T>
-CUDA_MEMSET_NODE_PARAMS memset_params_of(Dst& dst, const T& value) {
+CUDA_MEMSET_NODE_PARAMS memset_params_of(std::string_view what, Dst& dst, const T& value) {
+  check_endpoint(what, "destination", dst);
+  const std::size_t bytes = endpoint_bytes(dst);
+  if (bytes == 0)
+    throw UsageError(fmt::format("{}: the destination's size is unknown; pass tether::unowned(p, count)", what));
+  if (bytes % sizeof(T) != 0)
+    throw UsageError(fmt::format("{}: the destination has {} bytes, which is not a multiple of the {}-byte value "
+                                 "(a memset node sets whole {}-byte elements; use a value of the element's width)",
+                                 what, bytes, sizeof(T), sizeof(T)));
   CUDA_MEMSET_NODE_PARAMS p{};
   p.dst = static_cast<CUdeviceptr>(detail::endpoint_address(dst));
   p.value = detail::memset_bits(value);
   p.elementSize = sizeof(T);
-  p.width = detail::endpoint_count(dst) * sizeof(detail::EndpointElem<Dst>) / sizeof(T);
+  p.width = bytes / sizeof(T);
   p.height = 1;
-  if (p.width == 0) throw UsageError("memset: the destination is empty or its element count is unknown");
   return p;
 }
 
 template <class Dst, class Src>
-CUDA_MEMCPY3D memcpy_params_of(Dst& dst, Src& src, std::size_t count) {
-  std::size_t bytes = (count ? count : detail::endpoint_count(src)) * sizeof(detail::EndpointElem<Src>);
-  if (bytes == 0) throw UsageError("memcpy: nothing to copy (the source's element count is unknown; pass a count)");
-  std::size_t cap = detail::endpoint_count(dst) * sizeof(detail::EndpointElem<Dst>);
-  if (cap && cap < bytes) throw UsageError("memcpy: the destination is smaller than what is copied");
+CUDA_MEMCPY3D memcpy_params_of(std::string_view what, Dst& dst, Src& src, std::size_t count) {
+  check_endpoint(what, "destination", dst);
+  check_endpoint(what, "source", src);
+  constexpr std::size_t elem = sizeof(detail::EndpointElem<Src>);
+  const std::size_t have = endpoint_bytes(src), cap = endpoint_bytes(dst);
+  if (count > std::numeric_limits<std::size_t>::max() / elem)
+    throw UsageError(fmt::format("{}: copying {} elements of {} bytes overflows", what, count, elem));
+  const std::size_t bytes = count ? count * elem : have;
+  if (bytes == 0)
+    throw UsageError(fmt::format("{}: nothing to copy: the source's element count is unknown; pass a count", what));
+  if (have && have < bytes)
+    throw UsageError(fmt::format("{}: the source has {} bytes, fewer than the {} bytes copied", what, have, bytes));
+  if (cap && cap < bytes)
+    throw UsageError(
+        fmt::format("{}: the destination has {} bytes, fewer than the {} bytes copied", what, cap, bytes));
   CUDA_MEMCPY3D c{};
   c.srcMemoryType = detail::endpoint_type<Src&>();
   c.dstMemoryType = detail::endpoint_type<Dst&>();
@@ -278,7 +341,8 @@ class Builder {
   template <class... P, class... A>
   Node<KernelNode<P...>> launch(const Kernel<P...>& k, Grid grid, Block block, A&&... args) {
     static_assert(detail::KernelArgsCheck<std::tuple<P...>, A&&...>::ok);
-    detail::Site s = site();
+    detail::Site s = site("Edit::launch");
+    detail::check_launch<P...>("Edit::launch", grid, block, args...);
     std::tuple<P...> values{detail::kernel_value<P>(args)...};
     std::array<void*, sizeof...(P)> ptrs = std::apply([](auto&... v) { return std::array<void*, sizeof...(P)>{&v...}; }, values);
     detail::KernelCall call;
@@ -288,7 +352,6 @@ class Builder {
     owners += take_keeping(s);
     detail::NodeRecord* r =
         detail::add_kernel(*s.tx, *s.box, s.deps, call, std::move(owners), "a kernel node");
-    static_cast<Derived&>(*this).created();
     return detail::NodeAccess::make<KernelNode<P...>>(detail::NodeRef{s.tx->shared(), r, r->generation.load()},
                                                       detail::NodeExtra<KernelNode<P...>>{k});
   }
@@ -301,7 +364,7 @@ class Builder {
   Node<HostNode> host(F&& fn) {
     static_assert(std::is_invocable_v<std::remove_cvref_t<F>&>, "host: the callable must be invocable with no arguments");
     static_assert(std::is_move_constructible_v<std::remove_cvref_t<F>>, "host: the callable must be movable");
-    detail::Site s = site();
+    detail::Site s = site("Edit::host");
     Owners owners;
     auto& stored = owners.adopt(std::forward<F>(fn));
     owners += take_keeping(s);
@@ -316,8 +379,8 @@ class Builder {
   Node<MemsetNode> memset(Dst&& dst, const T& value) {
     static_assert(detail::Endpoint<Dst&&>::ok && !detail::Endpoint<Dst&&>::pinned,
                   "memset: the destination is a SharedBuffer<T>, a DeviceBuffer<T>&& or tether::unowned(p, count)");
-    detail::Site s = site();
-    CUDA_MEMSET_NODE_PARAMS p = memset_params(dst, value);
+    detail::Site s = site("Edit::memset");
+    CUDA_MEMSET_NODE_PARAMS p = detail::memset_params_of("Edit::memset", dst, value);
     Owners owners = std::apply([](auto&&... o) { return Owners(std::move(o)...); },
                                detail::endpoint_owner(std::forward<Dst>(dst)));
     owners += take_keeping(s);
@@ -333,8 +396,8 @@ class Builder {
     static_assert(detail::Endpoint<Dst&&>::ok && detail::Endpoint<Src&&>::ok,
                   "memcpy: each end is a SharedBuffer/DeviceBuffer&&, a SharedPinnedBuffer/PinnedBuffer&& or "
                   "tether::unowned(p, count)");
-    detail::Site s = site();
-    CUDA_MEMCPY3D c = memcpy_params(dst, src, count);
+    detail::Site s = site("Edit::memcpy");
+    CUDA_MEMCPY3D c = detail::memcpy_params_of("Edit::memcpy", dst, src, count);
     Owners owners = std::apply([](auto&&... o) { return Owners(std::move(o)...); },
                                std::tuple_cat(detail::endpoint_owner(std::forward<Dst>(dst)),
                                               detail::endpoint_owner(std::forward<Src>(src))));
@@ -350,7 +413,7 @@ class Builder {
 
   /// An empty node (cuGraphAddEmptyNode), e.g. to join dependencies.
   Node<EmptyNode> empty() {
-    detail::Site s = site();
+    detail::Site s = site("Edit::empty");
     detail::NodeRecord* r = detail::add_empty(*s.tx, *s.box, s.deps, take_keeping(s));
     return made<EmptyNode>(s, r);
   }
@@ -365,10 +428,11 @@ class Builder {
   /// (cuGraphConditionalHandleCreate). With `reset_each_launch`, the value is set to
   /// `default_value` at the start of every launch (CU_GRAPH_COND_ASSIGN_DEFAULT).
   Condition condition(unsigned default_value = 0, bool reset_each_launch = true) {
-    detail::Site s = site();
+    detail::Site s = site("Edit::condition");
     Condition c;
     c.handle_ = detail::make_conditional_handle(*s.tx, *s.box, detail::context_handle(*s.ctx), default_value,
                                                 reset_each_launch);
+    c.hierarchy_ = s.tx->shared();
     c.box_ = s.box;
     return c;
   }
@@ -405,9 +469,12 @@ class Builder {
                     "alloc: memory allocation nodes cannot be added to a conditional body (CUDA forbids them there)");
       return {};
     } else {
-      detail::Site s = site();
+      detail::Site s = site("Edit::alloc");
       detail::check_not_body(*s.box, "alloc");
-      if (count == 0) throw UsageError("alloc: allocating 0 elements");
+      if (count == 0) throw UsageError("Edit::alloc: allocating 0 elements: a graph allocation cannot be empty");
+      if (count > std::numeric_limits<std::size_t>::max() / sizeof(T))
+        throw UsageError(fmt::format("Edit::alloc: allocating {} elements of {} bytes: the size overflows", count,
+                                     sizeof(T)));
       CUDA_MEM_ALLOC_NODE_PARAMS p{};
       p.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
       p.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
@@ -427,7 +494,7 @@ class Builder {
                     "free: memory free nodes cannot be added to a conditional body (CUDA forbids them there)");
       return {};
     } else {
-      detail::Site s = site();
+      detail::Site s = site("Edit::free");
       detail::check_not_body(*s.box, "free");
       detail::NodeRecord* r = detail::add_mem_free(
           *s.tx, *s.box, s.deps, static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(memory.ptr)), take_keeping(s));
@@ -436,26 +503,16 @@ class Builder {
   }
 
  protected:
-  detail::Site site() { return static_cast<Derived&>(*this).site(); }
+  detail::Site site(std::string_view what) { return static_cast<Derived&>(*this).site(what); }
   static Owners take_keeping(detail::Site& s) { return s.keeping ? std::move(*s.keeping) : Owners{}; }
   template <class K>
   Node<K> made(const detail::Site& s, detail::NodeRecord* r) {
-    static_cast<Derived&>(*this).created();
     return detail::NodeAccess::make<K>(detail::NodeRef{s.tx->shared(), r, r->generation.load()});
-  }
-
-  template <class Dst, class T>
-  static CUDA_MEMSET_NODE_PARAMS memset_params(Dst& dst, const T& value) {
-    return detail::memset_params_of(dst, value);
-  }
-  template <class Dst, class Src>
-  static CUDA_MEMCPY3D memcpy_params(Dst& dst, Src& src, std::size_t count) {
-    return detail::memcpy_params_of(dst, src, count);
   }
 
   template <class K>
   Node<K> event_node(const Event& event, bool rec) {
-    detail::Site s = site();
+    detail::Site s = site(rec ? "Edit::record" : "Edit::wait");
     Owners owners{event};
     owners += take_keeping(s);
     detail::NodeRecord* r = detail::add_event(*s.tx, *s.box, s.deps, event.get(), rec, std::move(owners));
@@ -464,8 +521,11 @@ class Builder {
 
   std::pair<Node<ConditionalNode>, std::vector<BodyRef>> conditional(const Condition& c, CUgraphConditionalNodeType type,
                                                                       unsigned size) {
-    detail::Site s = site();
-    if (!c.box_ || c.box_ != s.box)
+    detail::Site s = site("a conditional node");
+    if (!c.box_) throw UsageError("a conditional node needs a Condition made by Edit::condition(); this Condition is empty");
+    const std::shared_ptr<detail::Hierarchy>& h = s.tx->shared();
+    const bool same_hierarchy = !c.hierarchy_.owner_before(h) && !h.owner_before(c.hierarchy_);
+    if (!same_hierarchy || c.box_ != s.box)
       throw UsageError("a conditional node must be added to the graph whose edit made its Condition");
     std::vector<detail::Box*> bodies;
     detail::NodeRecord* r = detail::add_conditional(*s.tx, *s.box, s.deps, c.handle_, type, size,
@@ -477,12 +537,15 @@ class Builder {
 };
 
 /// An insertion point inside an edit (`e.after(a, b)`, `e.in(view)`): the next node created through
-/// it depends on the given nodes and keeps the extra owners given with `keeping`. Use it right away.
+/// it depends on the given nodes and keeps the extra owners given with `keeping`. Use it while its
+/// edit is open: after the edit ended (committed or rolled back), creating a node through it
+/// throws UsageError (it never adds to another edit). Move-only; `keeping` returns it by value, so
+/// `auto&& at = e.after(n).keeping(o);` holds a real object, not a dangling reference.
 template <bool InBody>
 class BasicInserter : public Builder<BasicInserter<InBody>, InBody> {
  public:
   /// Extra owners kept with the next node created here (as part of its version).
-  BasicInserter&& keeping(Owners&& owners) && {
+  BasicInserter keeping(Owners&& owners) && {
     keeping_ += std::move(owners);
     return std::move(*this);
   }
@@ -492,7 +555,8 @@ class BasicInserter : public Builder<BasicInserter<InBody>, InBody> {
   friend class Builder;
   template <bool>
   friend class BasicEdit;
-  BasicInserter(detail::Transaction* tx, detail::Box* box, const Context* ctx) : tx_(tx), box_(box), ctx_(ctx) {}
+  BasicInserter(std::shared_ptr<detail::Transaction> tx, detail::Box* box, const Context* ctx)
+      : tx_(std::move(tx)), box_(box), ctx_(ctx) {}
   void add_dep(detail::NodeRecord* r) {
     // Most insertion points name a few nodes: no allocation for up to four.
     if (count_ < inline_.size())
@@ -507,19 +571,25 @@ class BasicInserter : public Builder<BasicInserter<InBody>, InBody> {
     return more_.empty() ? std::span<detail::NodeRecord* const>(inline_.data(), count_)
                          : std::span<detail::NodeRecord* const>(more_);
   }
-  detail::Site site() {
-    if (!tx_->active()) detail::throw_finished_edit();
-    return {tx_, box_, deps(), &keeping_, ctx_};
+  detail::Site site(std::string_view what) {
+    detail::check_calls_allowed(what);
+    if (!tx_ || !tx_->active())
+      throw UsageError(fmt::format("{}: this insertion point belongs to an edit that has ended (committed or rolled "
+                                   "back); make insertion points from an open edit and use them right away",
+                                   what));
+    tx_->check_thread(what);
+    return {tx_.get(), box_, deps(), &keeping_, ctx_};
   }
-  void created() noexcept {}
 
-  detail::Transaction* tx_;
+  // Why shared: the insertion point can then tell that its edit ended (the transaction object
+  // outlives the edit while an insertion point refers to it) instead of reading freed memory.
+  std::shared_ptr<detail::Transaction> tx_;
   detail::Box* box_;
   std::array<detail::NodeRecord*, 4> inline_{};
   std::size_t count_ = 0;
   std::vector<detail::NodeRecord*> more_;
   Owners keeping_;
-  const Context* ctx_;  // the edit's: an insertion point is used while its edit is open
+  const Context* ctx_;  // the edit's; read only while the edit is open (checked in site())
 };
 
 /// A transaction over one graph (and its embedded graphs and bodies): `g.edit()` opens it and
@@ -530,11 +600,15 @@ class BasicInserter : public Builder<BasicInserter<InBody>, InBody> {
 /// replaced parameters restored), so the graph, its metadata and every owner are as before.
 /// Removals are applied at commit. See docs/dsl.md for what happens when the driver fails.
 ///
-/// Not copyable or movable; it belongs to the thread that opened it.
+/// Not copyable or movable; it belongs to the thread that opened it: using it on another thread
+/// throws UsageError. Dropping it on another thread is defined: the rollback runs there.
 template <bool InBody>
 class BasicEdit : public Builder<BasicEdit<InBody>, InBody> {
  public:
-  ~BasicEdit() = default;  // the transaction rolls back if not committed
+  /// Rolls back what was not committed (cuGraphDestroyNode, the previous parameters restored...).
+  ~BasicEdit() {
+    if (tx_ && tx_->active()) tx_->rollback();
+  }
   BasicEdit(const BasicEdit&) = delete;
   BasicEdit& operator=(const BasicEdit&) = delete;
 
@@ -542,18 +616,19 @@ class BasicEdit : public Builder<BasicEdit<InBody>, InBody> {
   /// of it). Throws UsageError for invalid handles or nodes of another hierarchy.
   template <class... K>
   BasicInserter<InBody> after(const Node<K>&... nodes) {
-    BasicInserter<InBody> at(tx(), box_, &ctx_);
+    tx("Edit::after");
+    BasicInserter<InBody> at(tx_, box_, &ctx_);
     (at.add_dep(check(nodes, "a dependency")), ...);
     if (at.count_) at.box_ = at.deps().front()->box;
     return at;
   }
   /// An insertion point at the top of an embedded graph of this hierarchy, in this transaction.
   BasicInserter<false> in(const GraphRef& view) {
-    return BasicInserter<false>(tx(), detail::box_of(*tx(), detail::GraphAccess::ref(view), "in"), &ctx_);
+    return BasicInserter<false>(tx_, detail::box_of(*tx("Edit::in"), detail::GraphAccess::ref(view), "Edit::in"), &ctx_);
   }
   /// An insertion point at the top of a conditional body of this hierarchy, in this transaction.
   BasicInserter<true> in(const BodyRef& view) {
-    return BasicInserter<true>(tx(), detail::box_of(*tx(), detail::GraphAccess::ref(view), "in"), &ctx_);
+    return BasicInserter<true>(tx_, detail::box_of(*tx("Edit::in"), detail::GraphAccess::ref(view), "Edit::in"), &ctx_);
   }
 
   /// Changes a kernel node's arguments and launch dimensions (cuGraphKernelNodeSetParams); the
@@ -588,10 +663,11 @@ class BasicEdit : public Builder<BasicEdit<InBody>, InBody> {
   /// is removed at commit. Views of the old embedded graph and its nodes become invalid at commit;
   /// the returned node and view are the new ones. Rolled back like every other operation.
   EmbedResult replace(const Node<ChildNode>& node, const Graph& graph) {
+    detail::GraphAccess::live(graph, "Edit::replace");
     detail::NodeRecord* old = check(node, "the child graph node to replace");
     std::vector<detail::NodeRecord*> deps = detail::neighbours(*tx(), old, true);
     std::vector<detail::NodeRecord*> dependents = detail::neighbours(*tx(), old, false);
-    BasicInserter<InBody> at(tx(), old->box, &ctx_);
+    BasicInserter<InBody> at(tx_, old->box, &ctx_);
     for (detail::NodeRecord* d : deps) at.add_dep(d);
     EmbedResult made = at.embed(graph);
     detail::NodeRecord* fresh = detail::NodeAccess::ref(made.node).record;
@@ -617,12 +693,10 @@ class BasicEdit : public Builder<BasicEdit<InBody>, InBody> {
     tx()->disconnect(check(from, "the edge's source"), check(to, "the edge's target"));
   }
 
-  /// Publishes every change of the edit. Throws UsageError if the edit already ended.
-  void commit() {
-    if (!tx_->active()) detail::throw_finished_edit();
-    tx_->commit();
-  }
-  /// Undoes every change now (what dropping the edit does).
+  /// Publishes every change of the edit. Throws UsageError if the edit already ended, or on
+  /// another thread than the one that opened it.
+  void commit() { tx("Edit::commit")->commit(); }
+  /// Undoes every change now (what dropping the edit does); from any thread.
   void rollback() noexcept { tx_->rollback(); }
 
  private:
@@ -634,23 +708,28 @@ class BasicEdit : public Builder<BasicEdit<InBody>, InBody> {
   template <bool>
   friend class BasicGraphRef;
   BasicEdit(std::shared_ptr<detail::Hierarchy> h, detail::Box* box, const Context& ctx)
-      : tx_(std::make_unique<detail::Transaction>(std::move(h))), box_(box), ctx_(ctx), scope_(*tx_->hierarchy().drv, detail::context_handle(ctx)) {
-    if (box_->retired.load()) throw UsageError("edit: the graph view is invalid (CUDA destroyed the graph)");
+      : tx_(open(std::move(h), box)), box_(box), ctx_(ctx), scope_(*tx_->hierarchy().drv, detail::context_handle(ctx)) {}
+  static std::shared_ptr<detail::Transaction> open(std::shared_ptr<detail::Hierarchy> h, detail::Box* box) {
+    detail::check_calls_allowed("Graph::edit");
+    auto tx = std::make_shared<detail::Transaction>(std::move(h));
+    if (box->retired.load()) throw UsageError("edit: the graph view is invalid (CUDA destroyed the graph)");
+    return tx;
   }
-  detail::Transaction* tx() {
+  detail::Transaction* tx(std::string_view what = "Edit") {
+    detail::check_calls_allowed(what);
     if (!tx_->active()) detail::throw_finished_edit();
+    tx_->check_thread(what);
     return tx_.get();
   }
-  detail::Site site() { return {tx(), box_, detail::no_deps(), nullptr, &ctx_}; }
-  void created() noexcept {}
+  detail::Site site(std::string_view what) { return {tx(what), box_, detail::no_deps(), nullptr, &ctx_}; }
   template <class K>
   detail::NodeRecord* check(const Node<K>& n, const char* what) {
     const detail::NodeRef& r = detail::NodeAccess::ref(n);
-    tx()->check_node(r.record, r.generation, what);
+    tx(what)->check_node(r.record, r.generation, what);
     return r.record;
   }
 
-  std::unique_ptr<detail::Transaction> tx_;
+  std::shared_ptr<detail::Transaction> tx_;
   detail::Box* box_;
   Context ctx_;
   detail::ScopedContext scope_;  // the graph's context is current while the edit is open
@@ -659,19 +738,41 @@ class BasicEdit : public Builder<BasicEdit<InBody>, InBody> {
 /// A CUDA graph definition whose nodes own their resources (a root `CUgraph`, cuGraphCreate).
 /// Move-only; `clone()` makes an independent copy. Destroying it (the last of it and of every
 /// handle and view into it) destroys the graph (cuGraphDestroy); owners are released when the
-/// last consumer — clone, executable, in-flight launch — is gone. Thread safety: edits of one
-/// graph serialise on its lock; distinct graphs are independent.
+/// last consumer — clone, executable, in-flight launch — is gone.
+///
+/// Empty state: a moved-from Graph, or one after `reset()`, is empty (`operator bool` is false).
+/// On an empty Graph `edit`, `clone`, `find`, `instantiate`, `ref` and `node_count` throw
+/// UsageError ("... this Graph is moved from or empty"), as does passing it to `embed`, `replace`
+/// or an executable's `update`; `get()` returns null; `context()` stays valid.
+///
+/// Host callables: a callable that captures its own graph's node handle, view or executable keeps
+/// that graph alive forever (a reference cycle through the graph's owners); `tether::live_graphs()`
+/// counts the graphs alive, and TETHER_REPORT_LEAKS=1 reports the ones left at exit.
+///
+/// Thread safety: edits of one graph serialise on its lock; distinct graphs are independent; a
+/// thread that holds an edit and would wait for another graph whose holder waits for this one gets
+/// UsageError instead of a deadlock. No member may be called inside a host callback (UsageError).
 class Graph {
  public:
-  /// An empty graph in `ctx` (cuGraphCreate). Throws DriverError.
+  /// An empty graph in `ctx` (cuGraphCreate). Throws DriverError, UsageError inside a host callback.
   explicit Graph(const Context& ctx);
   Graph(Graph&&) noexcept = default;
   Graph& operator=(Graph&&) noexcept = default;
   Graph(const Graph&) = delete;
   Graph& operator=(const Graph&) = delete;
 
+  /// Whether this Graph holds a graph (false once moved from or reset).
+  explicit operator bool() const noexcept { return h_ != nullptr; }
+  /// Drops this handle's graph now, as destruction does: the graph is destroyed once no view or
+  /// node handle shares it, and its owners are released when the last consumer is gone.
+  void reset() noexcept {
+    origin_.reset();
+    h_.reset();
+  }
+
   /// Opens a transaction (see BasicEdit). Throws UsageError if this thread already has an edit of
-  /// this graph open, or if an earlier rollback failed and left the graph unusable.
+  /// this graph open, if waiting for another thread's edit would deadlock, if an earlier rollback
+  /// failed and left the graph unusable, or if the Graph is empty.
   Edit edit() const;
   /// Runs `fn(Edit&)` in a transaction: commit when it returns, rollback (and rethrow) if it throws.
   template <class F>
@@ -694,11 +795,11 @@ class Graph {
   GraphExec instantiate(const InstantiateOptions& options) const;
   GraphExec instantiate() const;
 
-  /// A view of this graph (shares ownership).
+  /// A view of this graph (shares ownership). Throws UsageError if empty.
   GraphRef ref() const;
-  /// Number of nodes (committed, top level).
+  /// Number of nodes (committed, top level). Throws UsageError if empty.
   std::size_t node_count() const;
-  /// The driver's graph handle.
+  /// The driver's graph handle (null when empty).
   CUgraph get() const noexcept;
   /// The context the graph was made in.
   const Context& context() const noexcept { return ctx_; }
@@ -709,6 +810,12 @@ class Graph {
   friend class Builder;
   Graph(Context ctx, std::shared_ptr<detail::Hierarchy> h) : ctx_(std::move(ctx)), h_(std::move(h)) {}
   detail::NodeRef find_ref(const detail::NodeRef& source) const;
+  /// The hierarchy; throws UsageError naming `call` when empty.
+  const std::shared_ptr<detail::Hierarchy>& live(std::string_view call) const {
+    if (!h_) [[unlikely]]
+      detail::throw_empty(call, "Graph");
+    return h_;
+  }
 
   Context ctx_;
   std::shared_ptr<detail::Hierarchy> h_;
@@ -723,6 +830,10 @@ class Graph {
 inline const std::shared_ptr<tether::detail::Hierarchy>& tether::detail::GraphAccess::hierarchy(
     const Graph& g) noexcept {
   return g.h_;
+}
+inline const std::shared_ptr<tether::detail::Hierarchy>& tether::detail::GraphAccess::live(const Graph& g,
+                                                                                         std::string_view call) {
+  return g.live(call);
 }
 
 TETHER_EXPORT namespace tether {
@@ -743,9 +854,10 @@ void BasicGraphRef<InBody>::edit(F&& fn) const {
 
 template <class Derived, bool InBody>
 EmbedResult Builder<Derived, InBody>::embed(const Graph& graph) {
-  detail::Site s = site();
+  detail::Site s = site("Edit::embed");
+  detail::Hierarchy& source = *graph.live("Edit::embed");
   detail::Box* made_box = nullptr;
-  detail::NodeRecord* r = detail::embed(*s.tx, *s.box, s.deps, *graph.h_, take_keeping(s), &made_box);
+  detail::NodeRecord* r = detail::embed(*s.tx, *s.box, s.deps, source, take_keeping(s), &made_box);
   return {made<ChildNode>(s, r), detail::GraphAccess::graph_ref({s.tx->shared(), made_box}, *s.ctx)};
 }
 
@@ -754,6 +866,7 @@ template <class... P, class... A>
 void BasicEdit<InBody>::update(const Node<KernelNode<P...>>& node, Grid grid, Block block, A&&... args) {
   static_assert(detail::KernelArgsCheck<std::tuple<P...>, A&&...>::ok);
   detail::NodeRecord* rec = check(node, "the kernel node to update");
+  detail::check_launch<P...>("Edit::update", grid, block, args...);
   // The kernel itself is not in the node handle: it is the function the node already runs.
   constexpr std::array<std::size_t, sizeof...(P)> sizes{sizeof(P)...};
   detail::KernelCall previous = detail::read_kernel(*tx()->hierarchy().drv, rec->node, sizes);
@@ -783,7 +896,7 @@ void BasicEdit<InBody>::update(const Node<MemsetNode>& node, Dst&& dst, const T&
   static_assert(detail::Endpoint<Dst&&>::ok && !detail::Endpoint<Dst&&>::pinned,
                 "update(memset): the destination is a SharedBuffer<T>, a DeviceBuffer<T>&& or tether::unowned(p, count)");
   detail::NodeRecord* rec = check(node, "the memset node to update");
-  CUDA_MEMSET_NODE_PARAMS p = this->memset_params(dst, value);
+  CUDA_MEMSET_NODE_PARAMS p = detail::memset_params_of("Edit::update(memset)", dst, value);
   Owners owners = std::apply([](auto&&... o) { return Owners(std::move(o)...); },
                              detail::endpoint_owner(std::forward<Dst>(dst)));
   detail::update_memset(*tx(), rec, p, std::move(owners));
@@ -795,7 +908,7 @@ void BasicEdit<InBody>::update(const Node<MemcpyNode>& node, Dst&& dst, Src&& sr
   static_assert(detail::Endpoint<Dst&&>::ok && detail::Endpoint<Src&&>::ok,
                 "update(memcpy): each end is a shared or moved-in buffer, or tether::unowned(p, count)");
   detail::NodeRecord* rec = check(node, "the memcpy node to update");
-  CUDA_MEMCPY3D c = this->memcpy_params(dst, src, count);
+  CUDA_MEMCPY3D c = detail::memcpy_params_of("Edit::update(memcpy)", dst, src, count);
   Owners owners = std::apply([](auto&&... o) { return Owners(std::move(o)...); },
                              std::tuple_cat(detail::endpoint_owner(std::forward<Dst>(dst)),
                                             detail::endpoint_owner(std::forward<Src>(src))));

@@ -15,6 +15,19 @@ void Box::link(NodeRecord* r) noexcept {
   ++node_count;
 }
 
+void Box::link_sub(Box* c) noexcept {
+  c->prev_sub = nullptr;
+  c->next_sub = first_sub;
+  if (first_sub) first_sub->prev_sub = c;
+  first_sub = c;
+}
+
+void Box::unlink_sub(Box* c) noexcept {
+  (c->prev_sub ? c->prev_sub->next_sub : first_sub) = c->next_sub;
+  if (c->next_sub) c->next_sub->prev_sub = c->prev_sub;
+  c->prev_sub = c->next_sub = nullptr;
+}
+
 void Box::unlink(NodeRecord* r) noexcept {
   (r->prev ? r->prev->next : first) = r->next;
   (r->next ? r->next->prev : last) = r->prev;
@@ -46,7 +59,78 @@ std::size_t Registry::size() const noexcept {
   return map_.size();
 }
 
+// ----------------------------------------------------------------------------- lock
+
+namespace {
+// Which lock each blocked thread waits for: the wait-for graph the cycle check follows. Never
+// destroyed: hierarchies may be locked during exit.
+std::mutex& wait_mu() {
+  static std::mutex* m = new std::mutex;
+  return *m;
+}
+std::unordered_map<std::thread::id, const HierarchyLock*>& waiting() {
+  static auto* w = new std::unordered_map<std::thread::id, const HierarchyLock*>;
+  return *w;
+}
+std::atomic<std::size_t> g_live_hierarchies{0};
+}  // namespace
+
+bool HierarchyLock::try_lock() noexcept {
+  bool expected = false;
+  if (!locked_.compare_exchange_strong(expected, true, std::memory_order_acquire, std::memory_order_relaxed))
+    return false;
+  holder_.store(std::this_thread::get_id(), std::memory_order_release);
+  return true;
+}
+
+void HierarchyLock::unlock() noexcept {
+  holder_.store(std::thread::id(), std::memory_order_release);
+  locked_.store(false, std::memory_order_release);
+  locked_.notify_all();
+}
+
+void HierarchyLock::lock(std::string_view what) {
+  if (held_here())
+    throw UsageError(fmt::format("{}: this thread already has an edit of this graph open (or holds its lock); "
+                                 "commit or drop that edit first, or edit the child graph or body through it with "
+                                 "e.in(view)",
+                                 what));
+  if (try_lock()) return;
+  const std::thread::id self = std::this_thread::get_id();
+  {
+    // Why the check is sound under wait_mu: a thread registers what it waits for under it, and a
+    // lock's holder is set before its new holder deregisters, so a chain that leads back to this
+    // thread is a real cycle.
+    std::lock_guard g(wait_mu());
+    const HierarchyLock* cur = this;
+    for (int hops = 0; hops < 256; ++hops) {
+      std::thread::id h = cur->holder();
+      if (h == std::thread::id()) break;
+      if (h == self)
+        throw UsageError(fmt::format(
+            "{}: waiting for this graph would deadlock: the thread that holds it (an open edit, or a call in progress) "
+            "is itself waiting for a graph whose edit this thread has open; commit or drop this thread's edit first",
+            what));
+      auto it = waiting().find(h);
+      if (it == waiting().end()) break;
+      cur = it->second;
+    }
+    waiting()[self] = this;
+  }
+  struct Deregister {
+    std::thread::id self;
+    ~Deregister() {
+      std::lock_guard g(wait_mu());
+      waiting().erase(self);
+    }
+  } deregister{self};
+  while (!try_lock()) locked_.wait(true, std::memory_order_acquire);
+}
+
 // ----------------------------------------------------------------------------- hierarchy
+
+Hierarchy::Hierarchy() noexcept { g_live_hierarchies.fetch_add(1, std::memory_order_relaxed); }
+std::size_t Hierarchy::live() noexcept { return g_live_hierarchies.load(std::memory_order_relaxed); }
 
 std::shared_ptr<Hierarchy> Hierarchy::adopt(const DriverTable& drv, CUgraph root) {
   std::shared_ptr<Hierarchy> h;
@@ -61,6 +145,7 @@ std::shared_ptr<Hierarchy> Hierarchy::adopt(const DriverTable& drv, CUgraph root
   b.hierarchy = h.get();
   b.graph = root;
   b.kind = BoxKind::root;
+  h->root_box = &b;
   Registry::instance().add(root, &b);  // on failure ~Hierarchy destroys the root
   return h;
 }
@@ -72,6 +157,7 @@ std::shared_ptr<Hierarchy> Hierarchy::create(const DriverTable& drv) {
 }
 
 Hierarchy::~Hierarchy() {
+  g_live_hierarchies.fetch_sub(1, std::memory_order_relaxed);
   for (Box& b : boxes)
     if (!b.retired.load() && b.graph) Registry::instance().remove(b.graph);
   if (boxes.empty() || !boxes.front().graph) return;
@@ -102,7 +188,24 @@ Box& Hierarchy::add_box(CUgraph g, Box* parent, NodeRecord* owner, BoxKind kind)
     boxes.pop_back();
     throw;
   }
+  try {
+    index_owned(b);
+  } catch (...) {
+    Registry::instance().remove(g);
+    boxes.pop_back();
+    throw;
+  }
   return b;
+}
+
+void Hierarchy::index_owned(Box& b) {
+  auto [it, inserted] = owned.try_emplace(b.owner, &b);
+  if (!inserted) {
+    Box* tail = it->second;
+    while (tail->next_owned) tail = tail->next_owned;
+    tail->next_owned = &b;  // keeps the bodies in order (then before else, case i before i + 1)
+  }
+  if (b.parent) b.parent->link_sub(&b);
 }
 
 NodeRecord* Hierarchy::allocate_record() {
@@ -118,6 +221,8 @@ NodeRecord* Hierarchy::allocate_record() {
 static_assert(sizeof(NodeRecord) <= 48, "a node record grew beyond 48 bytes");
 
 void Hierarchy::free_record(NodeRecord* r) noexcept {
+  // The record may be recycled for a node that owns other graphs: no stale index entry.
+  if (owns_graphs(r->type)) owned.erase(r);
   r->node = nullptr;
   r->box = nullptr;
   r->current = nullptr;
@@ -145,53 +250,66 @@ void Hierarchy::retire_record(NodeRecord* r) noexcept {
   free_record(r);
 }
 
-std::vector<Box*> Hierarchy::boxes_owned_by(const NodeRecord* owner) {
-  std::vector<Box*> out;
-  for (Box& b : boxes)
-    if (!b.retired.load() && b.owner == owner) out.push_back(&b);
-  return out;
+namespace {
+// Calls f(box) for `b` and every live box below it, children before their parents.
+template <class F>
+void visit_below(Box& b, F& f) {
+  for (Box* c = b.first_sub; c;) {
+    Box* next = c->next_sub;  // f may unlink c
+    visit_below(*c, f);
+    c = next;
+  }
+  f(b);
 }
+// Calls f(box) for every live box owned by `owner` and every box nested below those (also below
+// nodes not published yet), children before their parents. Linear in the boxes visited (the
+// `owned` index and the parent links), not in the size of the hierarchy.
+template <class F>
+void visit_owned(Hierarchy& h, const NodeRecord* owner, F& f) {
+  auto it = h.owned.find(owner);
+  if (it == h.owned.end()) return;
+  for (Box* b = it->second; b;) {
+    Box* next = b->next_owned;
+    if (!b->retired.load(std::memory_order_relaxed)) visit_below(*b, f);
+    b = next;
+  }
+}
+}  // namespace
 
 void Hierarchy::retire_owned_by(NodeRecord* owner) noexcept {
-  // One pass suffices: boxes are ordered parents before children (invariant 6).
-  for (Box& b : boxes) {
-    if (b.retired.load()) continue;
-    bool doomed = b.owner == owner || (b.parent && b.parent->retired.load());
-    if (!doomed) continue;
+  if (!owns_graphs(owner->type)) return;
+  auto retire = [&](Box& b) {
     Registry::instance().remove(b.graph);  // first: CUDA may hand the value out again (invariant 8)
     while (NodeRecord* r = b.first) {
       // CUDA released these nodes' references with the graph; only the metadata goes.
+      if (owns_graphs(r->type)) owned.erase(r);
       b.unlink(r);
       r->generation.fetch_add(1, std::memory_order_acq_rel);
       free_record(r);
     }
     b.graph = nullptr;
     b.retired.store(true, std::memory_order_release);
+    if (b.parent) b.parent->unlink_sub(&b);
     ++retired_boxes;
-  }
+  };
+  visit_owned(*this, owner, retire);
+  owned.erase(owner);  // the record may be recycled for a node that owns other graphs
 }
 
 void Hierarchy::check_usable() const {
   if (unusable) throw UsageError(std::string("this graph is unusable: ") + unusable);
 }
 
-namespace {
-// Whether `b` is one of the boxes below `owner` (owned by it, or nested in one that is).
-bool owned_below(const Box& b, const NodeRecord* owner) {
-  for (const Box* x = &b; x; x = x->parent)
-    if (x->owner == owner) return true;
-  return false;
-}
-}  // namespace
-
 void Hierarchy::unregister_owned_by(const NodeRecord* owner) noexcept {
-  for (Box& b : boxes)
-    if (!b.retired.load() && b.graph && owned_below(b, owner)) Registry::instance().remove(b.graph);
+  if (!owns_graphs(owner->type)) return;
+  auto f = [](Box& b) { Registry::instance().remove(b.graph); };
+  visit_owned(*this, owner, f);
 }
 
 void Hierarchy::reregister_owned_by(const NodeRecord* owner) {
-  for (Box& b : boxes)
-    if (!b.retired.load() && b.graph && owned_below(b, owner)) Registry::instance().add(b.graph, &b);
+  if (!owns_graphs(owner->type)) return;
+  auto f = [](Box& b) { Registry::instance().add(b.graph, &b); };
+  visit_owned(*this, owner, f);
 }
 
 // ----------------------------------------------------------------------------- rekey
@@ -248,11 +366,14 @@ void rekey(Hierarchy& dst, Box& copy_root_box, const Box& src,
       }
     }
     for (std::size_t i = boxes_before; i < dst.boxes.size(); ++i) {
+      dst.index_owned(dst.boxes[i]);
       Registry::instance().add(dst.boxes[i].graph, &dst.boxes[i]);
       registered.push_back(dst.boxes[i].graph);
     }
   } catch (...) {
     for (CUgraph g : registered) Registry::instance().remove(g);
+    for (std::size_t i = boxes_before; i < dst.boxes.size(); ++i) dst.owned.erase(dst.boxes[i].owner);
+    copy_root_box.first_sub = nullptr;  // it was empty: its only subs were made here
     // Every record made here is in the copy's root box (empty before: a fresh clone or embedded
     // copy) or in a box added here.
     auto drop_records = [&](Box& b) {
@@ -272,7 +393,7 @@ void rekey(Hierarchy& dst, Box& copy_root_box, const Box& src,
 
 std::shared_ptr<Hierarchy> clone_hierarchy(Hierarchy& src, std::unordered_map<const NodeRecord*, NodeRecord*>* map,
                                            RecordPairs* pairs) {
-  std::lock_guard lock(src.mu);
+  HierarchyGuard lock(src.mu, "Graph::clone");
   src.check_usable();
   CUgraph c = nullptr;
   call<Entry::cuGraphClone>(*src.drv, "cloning a graph", &c, src.root().graph);
@@ -286,8 +407,7 @@ std::string describe(const Hierarchy& h) {
   std::string s;
   for (const Box& b : h.boxes) {
     if (b.retired.load()) continue;  // the graveyard is not metadata: nothing refers to its nodes
-    s += fmt::format("box {} kind={} retired={} nodes={}\n", static_cast<const void*>(&b), static_cast<int>(b.kind),
-                     b.retired.load(), b.node_count);
+    s += fmt::format("box {} kind={} nodes={}\n", static_cast<const void*>(&b), static_cast<int>(b.kind), b.node_count);
     b.for_each([&](NodeRecord* r) {
       s += fmt::format("  node {} type={} attachment={}\n", static_cast<const void*>(r->node), static_cast<int>(r->type),
                        static_cast<const void*>(r->current));

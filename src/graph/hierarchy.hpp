@@ -54,6 +54,12 @@ struct Box {
   NodeRecord* first = nullptr;   // live nodes, creation order
   NodeRecord* last = nullptr;
   std::size_t node_count = 0;
+  Box* next_owned = nullptr;     // the next box with the same owner node (if/else, switch bodies)
+  Box* first_sub = nullptr;      // live boxes whose parent this is (doubly linked through sub_*)
+  Box* prev_sub = nullptr;
+  Box* next_sub = nullptr;
+  void link_sub(Box* c) noexcept;
+  void unlink_sub(Box* c) noexcept;
 
   void link(NodeRecord* r) noexcept;
   void unlink(NodeRecord* r) noexcept;
@@ -95,11 +101,51 @@ class Registry {
   std::unordered_map<CUgraph, Box*> map_;
 };
 
+/// The lock of a hierarchy (invariant 10). Why not std::mutex: an Edit may be dropped on another
+/// thread than the one that opened it (its rollback then unlocks there), and a thread that must
+/// wait for a hierarchy while it holds another is checked for a cycle first: two threads that each
+/// edit one graph and instantiate, clone, count or embed the other's would otherwise deadlock;
+/// the second of them gets a UsageError naming the cycle instead.
+class HierarchyLock {
+ public:
+  /// Blocks until the lock is free. Throws UsageError (`what` names the call) if this thread holds
+  /// it already, or if waiting would close a cycle of threads waiting for each other's graphs.
+  void lock(std::string_view what);
+  bool try_lock() noexcept;
+  void unlock() noexcept;
+  /// The holding thread (a default id when free).
+  std::thread::id holder() const noexcept { return holder_.load(std::memory_order_acquire); }
+  bool held_here() const noexcept { return holder() == std::this_thread::get_id(); }
+
+ private:
+  std::atomic<bool> locked_{false};
+  std::atomic<std::thread::id> holder_{};
+};
+
+/// Holds a HierarchyLock for a scope (the short locks of instantiate, clone, count, embed).
+class HierarchyGuard {
+ public:
+  HierarchyGuard(HierarchyLock& l, std::string_view what) : l_(&l) { l.lock(what); }
+  ~HierarchyGuard() { l_->unlock(); }
+  HierarchyGuard(const HierarchyGuard&) = delete;
+  HierarchyGuard& operator=(const HierarchyGuard&) = delete;
+
+ private:
+  HierarchyLock* l_;
+};
+
 struct Hierarchy {
   const DriverTable* drv = nullptr;
-  std::mutex mu;                  // serialises every mutation of the hierarchy (invariant 10)
-  std::atomic<std::thread::id> editor{};  // the thread whose transaction holds `mu` (nested edits)
+  HierarchyLock mu;               // serialises every mutation of the hierarchy (invariant 10)
+  // Held exclusively while a commit or rollback publishes, retires or destroys nodes, and shared
+  // by per-node executable updates while they check a node handle and call the driver with its
+  // node: an executable update then never races with the edit that removes that node.
+  std::shared_mutex publish_mu;
+  Box* root_box = nullptr;        // boxes.front(), readable without the lock
   std::deque<Box> boxes;          // boxes[0] is the root; parents before children (invariant 6)
+  // The first box owned by each child-graph or conditional node (the rest via Box::next_owned):
+  // removing or rolling back nodes beside many child graphs stays linear.
+  std::unordered_map<const NodeRecord*, Box*> owned;
   std::deque<NodeRecord> records; // stable addresses; recycled through `free_records`
   NodeRecord* free_records = nullptr;
   std::size_t retired_boxes = 0;  // the graveyard: retired boxes stay in `boxes`
@@ -107,9 +153,11 @@ struct Hierarchy {
 
   /// Takes ownership of `root` (destroyed with the hierarchy) and registers it.
   static std::shared_ptr<Hierarchy> adopt(const DriverTable& drv, CUgraph root);
-  /// cuGraphCreate + adopt.
   static std::shared_ptr<Hierarchy> create(const DriverTable& drv);
+  Hierarchy() noexcept;
   ~Hierarchy();
+  /// Hierarchies alive in the process (graphs, clones, and the hierarchies handles keep alive).
+  static std::size_t live() noexcept;
 
   Box& root() noexcept { return boxes.front(); }
   /// Adds a box for a graph CUDA created inside `owner` (registered; parent before child).
@@ -126,8 +174,8 @@ struct Hierarchy {
   /// unregister each raw handle first (invariant 8), then invalidate every node and handle of those
   /// boxes and their descendants, clearing metadata without releasing references (CUDA did).
   void retire_owned_by(NodeRecord* owner) noexcept;
-  /// The boxes owned by `owner` (child graph / bodies), in order.
-  std::vector<Box*> boxes_owned_by(const NodeRecord* owner);
+  /// Records `b` as owned by `b.owner` (in the `owned` index) and below `b.parent`. Allocates.
+  void index_owned(Box& b);
   /// Removes the raw handles of the boxes below `owner` from the registry (before CUDA destroys
   /// them, invariant 8), or puts them back (`add`), which allocates and may throw.
   void unregister_owned_by(const NodeRecord* owner) noexcept;
@@ -151,6 +199,11 @@ void rekey(Hierarchy& dst, Box& copy_root_box, const Box& src, std::unordered_ma
 /// with conditional nodes, as the driver refuses them) leaving the source unchanged.
 std::shared_ptr<Hierarchy> clone_hierarchy(Hierarchy& src, std::unordered_map<const NodeRecord*, NodeRecord*>* map,
                                            RecordPairs* pairs = nullptr);
+
+/// Whether a node of type `t` owns graphs (a child graph node or a conditional node).
+inline bool owns_graphs(CUgraphNodeType t) noexcept {
+  return t == CU_GRAPH_NODE_TYPE_GRAPH || t == CU_GRAPH_NODE_TYPE_CONDITIONAL;
+}
 
 /// A text summary of a hierarchy's live metadata (retired boxes left out), for debugging and tests.
 std::string describe(const Hierarchy& h);

@@ -87,7 +87,9 @@ class Node {
 
   /// The driver's node handle. Throws UsageError if the handle is invalid.
   CUgraphNode get() const {
-    if (!valid()) throw UsageError("Node::get: the node was removed or its graph was destroyed");
+    if (!valid())
+      throw UsageError("Node::get: this node handle is invalid (default-constructed, removed, rolled back, or its "
+                       "graph was destroyed)");
     return ref_.record->node;
   }
 

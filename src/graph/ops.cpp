@@ -148,12 +148,9 @@ NodeRecord* embed(Transaction& tx, Box& box, std::span<NodeRecord* const> deps, 
   if (&source == &tx.hierarchy())
     throw UsageError("a graph cannot embed itself or a graph of its own hierarchy (the driver crashes on a graph "
                      "that contains itself)");
-  // Lock the source without risking a lock-order deadlock with a thread embedding the other way.
-  std::unique_lock src_lock(source.mu, std::defer_lock);
-  for (int i = 0; !src_lock.try_lock(); ++i) {
-    if (i > 20000) throw UsageError("cannot embed a graph that another thread keeps editing");
-    std::this_thread::yield();
-  }
+  // Waits for an edit of the source on another thread to end; a cycle (that thread embedding this
+  // graph the other way round) is refused by the lock instead of deadlocking.
+  HierarchyGuard src_lock(source.mu, "Edit::embed");
   source.check_usable();
   const DriverTable& drv = drv_of(tx);
   CUgraph child = source.root().graph;

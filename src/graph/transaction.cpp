@@ -54,16 +54,26 @@ void KernelCall::assign(const KernelCall& o) {
   params.kernelParams = args();
 }
 
-Transaction::Transaction(std::shared_ptr<Hierarchy> h) : h_(std::move(h)), lock_(h_->mu, std::defer_lock) {
-  if (h_->editor.load(std::memory_order_acquire) == std::this_thread::get_id())
-    throw UsageError("this thread already has an edit of this graph open (finish it first, or edit the child graph or "
-                     "body through that edit with e.in(view))");
-  lock_.lock();
+Transaction::Transaction(std::shared_ptr<Hierarchy> h) : h_(std::move(h)), thread_(std::this_thread::get_id()) {
+  h_->mu.lock("Graph::edit");
   if (h_->unusable) {
-    lock_.unlock();
+    h_->mu.unlock();
     h_->check_usable();
   }
-  h_->editor.store(std::this_thread::get_id(), std::memory_order_release);
+}
+
+void Transaction::throw_wrong_thread(std::string_view what) {
+  throw UsageError(fmt::format("{}: this edit was opened on another thread; an edit belongs to the thread that "
+                               "opened it (dropping it elsewhere rolls it back)",
+                               what));
+}
+
+void Transaction::finish() noexcept {
+  ops_.clear();
+  undos_.clear();
+  kept_.clear();
+  done_ = true;
+  h_->mu.unlock();  // from any thread: an edit dropped elsewhere rolls back and unlocks there
 }
 
 Transaction::~Transaction() {
@@ -205,6 +215,7 @@ void Transaction::remove_now(NodeRecord* r) noexcept {
 void Transaction::commit() noexcept {
   if (done_) return;
   const DriverTable& drv = *h_->drv;
+  std::unique_lock publishing(h_->publish_mu);
   for (Op& op : ops_) {
     switch (op.kind) {
       case Kind::add:
@@ -237,12 +248,8 @@ void Transaction::commit() noexcept {
       case Kind::disconnect: break;
     }
   }
-  ops_.clear();
-  undos_.clear();
-  kept_.clear();
-  done_ = true;
-  h_->editor.store(std::thread::id(), std::memory_order_release);
-  lock_.unlock();
+  publishing.unlock();
+  finish();
 }
 
 void Transaction::undo_one(Op& op) noexcept {
@@ -291,13 +298,11 @@ void Transaction::undo_one(Op& op) noexcept {
 
 void Transaction::rollback() noexcept {
   if (done_) return;
-  for (auto it = ops_.rbegin(); it != ops_.rend(); ++it) undo_one(*it);
-  ops_.clear();
-  undos_.clear();
-  kept_.clear();
-  done_ = true;
-  h_->editor.store(std::thread::id(), std::memory_order_release);
-  lock_.unlock();
+  {
+    std::unique_lock publishing(h_->publish_mu);
+    for (auto it = ops_.rbegin(); it != ops_.rend(); ++it) undo_one(*it);
+  }
+  finish();
 }
 
 }  // namespace tether::detail

@@ -59,7 +59,8 @@ class Transaction {
   using AfterAdd = FunctionRef<void(Hierarchy&, NodeRecord*)>;
 
   /// Locks `h` and checks it is usable (UsageError otherwise, also when this thread already has an
-  /// edit of the same graph open, which would deadlock).
+  /// edit of the same graph open, or when waiting would close a cycle of threads waiting for each
+  /// other's graphs).
   explicit Transaction(std::shared_ptr<Hierarchy> h);
   /// Rolls back what was not committed.
   ~Transaction();
@@ -69,6 +70,11 @@ class Transaction {
   Hierarchy& hierarchy() noexcept { return *h_; }
   const std::shared_ptr<Hierarchy>& shared() const noexcept { return h_; }
   bool active() const noexcept { return !done_; }
+  /// Throws UsageError unless the calling thread opened the transaction (`what` names the call).
+  void check_thread(std::string_view what) const {
+    if (std::this_thread::get_id() != thread_) [[unlikely]]
+      throw_wrong_thread(what);
+  }
 
   /// Adds a node to `box` after `deps` (all in `box`). `add` makes the driver call; `entry` names it
   /// for errors. Returns the node's record (usable as a dependency at once, published at commit).
@@ -124,11 +130,13 @@ class Transaction {
   };
   void undo_one(Op& op) noexcept;
   void reserve_one();
+  [[noreturn]] static void throw_wrong_thread(std::string_view what);
+  void finish() noexcept;
   void remove_now(NodeRecord* r) noexcept;
   bool added_here(const NodeRecord* r) const noexcept;
 
   std::shared_ptr<Hierarchy> h_;
-  std::unique_lock<std::mutex> lock_;
+  std::thread::id thread_;  // the thread that opened it: the only one that may use it
   std::vector<Op> ops_;
   std::vector<CallFn> undos_;
   struct KeptKernel {

@@ -135,7 +135,12 @@ void relax_capture_mode(const DriverTable& t) noexcept {
     if (r.entries[i].first == &t) return;
   if (r.n == r.entries.size()) return;  // more drivers than tether ever opens: nothing remembered
   CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-  if (raw<Entry::cuThreadExchangeStreamCaptureMode>(t, &mode) != CUDA_SUCCESS) return;
+  if (CUresult res = raw<Entry::cuThreadExchangeStreamCaptureMode>(t, &mode); res != CUDA_SUCCESS) {
+    report_failure(t, Entry::cuThreadExchangeStreamCaptureMode, res,
+                   "switching tether's releasing thread to relaxed capture mode (a GLOBAL-mode capture on another "
+                   "thread may be invalidated by its releases)");
+    return;
+  }
   r.entries[r.n++] = {&t, mode};
 }
 

@@ -62,8 +62,10 @@ struct Memory {
     std::size_t size;
     std::size_t mapped;
     bool device;
-    bool live;
+    bool live;  // for a graph allocation: backed now
     int ordinal;
+    bool graph = false;
+    bool outstanding = false;  // graph allocation: made by an enqueued launch, not freed since
   };
   std::map<std::uintptr_t, Block> blocks;
   std::vector<std::size_t> used;  // per device
@@ -78,6 +80,21 @@ struct Objects {
   std::unordered_set<Module*> modules;
   std::unordered_set<Function*> functions;
   std::atomic<std::size_t> live_modules{0};
+};
+
+// The one thread that runs every host function of the process (ctx_block_probe 4l, T).
+struct Callbacks {
+  struct Job {
+    CUhostFn fn;
+    void* data;
+    bool done = false;
+  };
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Job*> q;
+  std::uint64_t started = 0;
+  std::uint64_t finished = 0;
+  bool thread_started = false;
 };
 
 struct DeferredTask {
@@ -104,6 +121,11 @@ Devices& devices() { return immortal<Devices>(); }
 Memory& memory() { return immortal<Memory>(); }
 Objects& objects() { return immortal<Objects>(); }
 Deferred& deferred() { return immortal<Deferred>(); }
+Callbacks& callbacks() { return immortal<Callbacks>(); }
+// Held by cuMemFree / cuMemFreeHost for their whole duration (including the wait for host
+// functions) and passed through by the allocations: on the H200 a cuMemAlloc on another thread
+// did not return while a cuMemFree waited for a blocked callback (block_probe "free" mode).
+std::mutex& memory_gate() { return immortal<std::mutex>(); }
 
 bool allowed_in_destructor(Entry e) {
   return e == Entry::cuStreamQuery || e == Entry::cuUserObjectRelease || e == Entry::cuUserObjectRetain ||
@@ -178,7 +200,8 @@ CUresult enter(Entry e) {
       }
     }
   }
-  t.explain.clear();
+  // Why error-name lookups keep it: they describe the failed call the explanation belongs to.
+  if (e != Entry::cuGetErrorName && e != Entry::cuGetErrorString) t.explain.clear();
   return CUDA_SUCCESS;
 }
 
@@ -383,6 +406,8 @@ CUresult sim_cuMemAlloc(CUdeviceptr* dptr, std::size_t bytes) {
   TETHER_SIM_ENTER(cuMemAlloc);
   if (!dptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = need_ctx()) return r;
+  if (CUresult r = unsafe_call_guard("cuMemAlloc")) return r;
+  { std::lock_guard gate(memory_gate()); }
   CUresult err = CUDA_SUCCESS;
   std::uintptr_t p = device_alloc(bytes, current_ctx()->device, err);
   if (err != CUDA_SUCCESS) return err;
@@ -393,10 +418,27 @@ CUresult sim_cuMemFree(CUdeviceptr dptr) {
   TETHER_SIM_ENTER(cuMemFree);
   if (CUresult r = need_ctx()) return r;
   if (dptr == 0) return CUDA_SUCCESS;
+  if (CUresult r = unsafe_call_guard("cuMemFree")) return r;
+  std::lock_guard gate(memory_gate());
+  wait_callbacks_idle();
   Memory& m = memory();
+  std::uintptr_t p = static_cast<std::uintptr_t>(dptr);
+  if (is_graph_block(p)) {
+    // A graph allocation left live by its graph: freed outside it. Why the streams are drained
+    // first: the launch that backs it may still be queued, and cuMemFree is synchronous.
+    if (!graph_outstanding(p))
+      return fail(CUDA_ERROR_INVALID_VALUE,
+                  "cuMemFree of a graph allocation that no launch left allocated (not launched yet, freed by "
+                  "its graph or freed already)");
+    set_graph_outstanding(p, false);
+    for (Stream* s : all_streams())
+      if (s->ctx == current_ctx()) s->wait_idle();
+    graph_unmap(p);
+    return CUDA_SUCCESS;
+  }
   {
     std::lock_guard lock(m.mu);
-    auto it = m.blocks.find(static_cast<std::uintptr_t>(dptr));
+    auto it = m.blocks.find(p);
     if (it == m.blocks.end() || !it->second.device) return CUDA_ERROR_INVALID_VALUE;
     if (!it->second.live) {
       record_violation(ViolationKind::use_after_free, "cuMemFree",
@@ -411,6 +453,8 @@ CUresult sim_cuMemAllocHost(void** pp, std::size_t bytes) {
   TETHER_SIM_ENTER(cuMemAllocHost);
   if (!pp || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = need_ctx()) return r;
+  if (CUresult r = unsafe_call_guard("cuMemAllocHost")) return r;
+  { std::lock_guard gate(memory_gate()); }
   std::size_t mapped = (bytes + kPage - 1) / kPage * kPage;
   void* p = std::aligned_alloc(kPage, mapped);
   if (!p) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -424,6 +468,9 @@ CUresult sim_cuMemAllocHost(void** pp, std::size_t bytes) {
 CUresult sim_cuMemFreeHost(void* p) {
   TETHER_SIM_ENTER(cuMemFreeHost);
   if (CUresult r = need_ctx()) return r;
+  // Not observed on the H200: it blocks like cuMemFree here (the conservative assumption).
+  std::lock_guard gate(memory_gate());
+  wait_callbacks_idle();
   Memory& m = memory();
   std::lock_guard lock(m.mu);
   auto it = m.blocks.find(reinterpret_cast<std::uintptr_t>(p));
@@ -466,6 +513,7 @@ CUresult sim_cuModuleLoadData(CUmodule* mod, const void* image) {
   if (!mod || !image) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = need_ctx()) return r;
   (void)image_text;
+  wait_callbacks_idle();  // ctx_block_probe 4m
   Module* m = new Module;
   Objects& o = objects();
   std::lock_guard lock(o.mu);
@@ -483,6 +531,8 @@ Module* module_of(void* h, bool library) {
 CUresult unload(void* h, bool library, const char* entry) {
   Module* m = module_of(h, library);
   if (!m) return CUDA_ERROR_INVALID_HANDLE;
+  // Not observed on the H200: unloading blocks like loading (the conservative assumption).
+  wait_callbacks_idle();
   std::lock_guard lock(objects().mu);
   if (m->unloaded) {
     record_violation(ViolationKind::over_release, entry, "module or library unloaded twice");
@@ -523,6 +573,7 @@ CUresult sim_cuLibraryLoadData(CUlibrary* lib, const void* code, CUjit_option*, 
                                void**, unsigned) {
   TETHER_SIM_ENTER(cuLibraryLoadData);
   if (!lib || !code) return CUDA_ERROR_INVALID_VALUE;
+  wait_callbacks_idle();  // as cuModuleLoadData (not observed for libraries)
   Module* m = new Module;
   m->library = true;
   std::lock_guard lock(objects().mu);
@@ -671,6 +722,42 @@ void post_deferred(std::function<void()> task) {
   d.cv.notify_all();
 }
 
+void run_host_callback(CUhostFn fn, void* data) {
+  Callbacks& c = callbacks();
+  Callbacks::Job job{fn, data};
+  std::unique_lock lk(c.mu);
+  c.q.push_back(&job);
+  if (!c.thread_started) {
+    c.thread_started = true;
+    std::thread([&c] {
+      std::unique_lock l(c.mu);
+      for (;;) {
+        c.cv.wait(l, [&] { return !c.q.empty(); });
+        Callbacks::Job* j = c.q.front();
+        c.q.pop_front();
+        ++c.started;
+        l.unlock();
+        ++ts().in_callback;
+        j->fn(j->data);
+        --ts().in_callback;
+        l.lock();
+        ++c.finished;
+        j->done = true;
+        c.cv.notify_all();
+      }
+    }).detach();
+  }
+  c.cv.notify_all();
+  c.cv.wait(lk, [&] { return job.done; });
+}
+
+void wait_callbacks_idle() {
+  Callbacks& c = callbacks();
+  std::unique_lock lk(c.mu);
+  std::uint64_t target = c.started;
+  c.cv.wait(lk, [&] { return c.finished >= target; });
+}
+
 // ----------------------------------------------------------------------------- memory helpers
 
 std::uintptr_t device_alloc(std::size_t bytes, int device, CUresult& err) {
@@ -731,6 +818,52 @@ void device_free_block(std::uintptr_t p) {
   ::mprotect(reinterpret_cast<void*>(p), it->second.mapped, PROT_NONE);
 }
 
+std::uintptr_t graph_reserve(std::size_t bytes, int device, CUresult& err) {
+  std::uintptr_t p = device_alloc(bytes, device, err);
+  if (err != CUDA_SUCCESS) return 0;
+  device_free_block(p);  // the address stays reserved (never reused), unbacked until the node runs
+  Memory& m = memory();
+  std::lock_guard lock(m.mu);
+  m.blocks[p].graph = true;
+  return p;
+}
+
+bool is_graph_block(std::uintptr_t p) {
+  Memory& m = memory();
+  std::lock_guard lock(m.mu);
+  auto it = m.blocks.find(p);
+  return it != m.blocks.end() && it->second.graph;
+}
+
+void graph_map(std::uintptr_t p) {
+  Memory& m = memory();
+  std::lock_guard lock(m.mu);
+  auto it = m.blocks.find(p);
+  if (it == m.blocks.end() || !it->second.graph || it->second.live) return;
+  if (::mprotect(reinterpret_cast<void*>(p), it->second.mapped, PROT_READ | PROT_WRITE) != 0) return;
+  it->second.live = true;
+  m.used[static_cast<std::size_t>(it->second.ordinal)] += it->second.size;
+  ++m.live_device;
+}
+
+void graph_unmap(std::uintptr_t p) {
+  if (is_graph_block(p)) device_free_block(p);
+}
+
+bool graph_outstanding(std::uintptr_t p) {
+  Memory& m = memory();
+  std::lock_guard lock(m.mu);
+  auto it = m.blocks.find(p);
+  return it != m.blocks.end() && it->second.graph && it->second.outstanding;
+}
+
+void set_graph_outstanding(std::uintptr_t p, bool on) {
+  Memory& m = memory();
+  std::lock_guard lock(m.mu);
+  auto it = m.blocks.find(p);
+  if (it != m.blocks.end() && it->second.graph) it->second.outstanding = on;
+}
+
 Range classify(std::uintptr_t p, std::size_t n, bool device_only) {
   Memory& m = memory();
   std::lock_guard lock(m.mu);
@@ -741,13 +874,20 @@ Range classify(std::uintptr_t p, std::size_t n, bool device_only) {
   if (device_only && !b.device) return Range::unknown;
   if (p < it->first || p + n > it->first + b.size) {
     // Within the block's pages but past its size is still unknown (an overrun).
-    return p < it->first + b.mapped && !b.live ? Range::freed : Range::unknown;
+    return p < it->first + b.mapped && !b.live ? (b.graph ? Range::reserved : Range::freed) : Range::unknown;
   }
-  return b.live ? Range::live : Range::freed;
+  return b.live ? Range::live : b.graph ? Range::reserved : Range::freed;
 }
 
 bool check_operand(std::uintptr_t p, std::size_t n, bool device_only, std::string_view entry, const char* what) {
   Range r = classify(p, n == 0 ? 1 : n, device_only);
+  if (r == Range::reserved) {
+    record_violation(ViolationKind::use_after_free, entry,
+                     fmt::format("{} uses {} bytes at 0x{:x}, a graph allocation that is not allocated now (its "
+                                 "allocation node has not run, or it was freed)",
+                                 what, n, p));
+    return false;
+  }
   if (r == Range::freed) {
     record_violation(ViolationKind::use_after_free, entry,
                      fmt::format("{} uses {} bytes at 0x{:x}, which were freed", what, n, p));

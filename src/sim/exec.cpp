@@ -35,7 +35,30 @@ struct Exec {
   std::shared_ptr<std::atomic<bool>> deferred = std::make_shared<std::atomic<bool>>(false);
   std::shared_ptr<RefSet> refs;
   std::shared_ptr<Completion> last;
+  // Graph memory: allocations its graph does not free (left allocated by each launch) and
+  // allocations of other graphs its free nodes free.
+  std::vector<std::uintptr_t> unfreed_allocs;
+  std::vector<std::uintptr_t> foreign_frees;
 };
+
+void gather_memory(const Graph* g, std::vector<std::uintptr_t>& allocs, std::vector<std::uintptr_t>& frees) {
+  for (const Node* n : g->nodes) {
+    if (auto* a = std::get_if<AllocP>(&n->params)) allocs.push_back(static_cast<std::uintptr_t>(a->p.dptr));
+    if (auto* f = std::get_if<FreeP>(&n->params)) frees.push_back(static_cast<std::uintptr_t>(f->dptr));
+    if (auto* c = std::get_if<ChildP>(&n->params)) gather_memory(c->graph, allocs, frees);
+  }
+}
+
+void set_memory(Exec* e, const Graph* g) {
+  std::vector<std::uintptr_t> allocs, frees;
+  gather_memory(g, allocs, frees);
+  e->unfreed_allocs.clear();
+  e->foreign_frees.clear();
+  for (std::uintptr_t a : allocs)
+    if (std::find(frees.begin(), frees.end(), a) == frees.end()) e->unfreed_allocs.push_back(a);
+  for (std::uintptr_t f : frees)
+    if (std::find(allocs.begin(), allocs.end(), f) == allocs.end()) e->foreign_frees.push_back(f);
+}
 
 struct Execs {
   std::mutex mu;
@@ -148,11 +171,13 @@ void execute(const ExecGraph& eg) {
       case CU_GRAPH_NODE_TYPE_MEMSET: run_memset(std::get<MemsetP>(n.params).p, "cuGraphLaunch"); break;
       case CU_GRAPH_NODE_TYPE_HOST: {
         const HostP& h = std::get<HostP>(n.params);
-        ++ts().in_callback;
-        h.fn(h.data);
-        --ts().in_callback;
+        run_host_callback(h.fn, h.data);
         break;
       }
+      case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
+        graph_map(static_cast<std::uintptr_t>(std::get<AllocP>(n.params).p.dptr));
+        break;
+      case CU_GRAPH_NODE_TYPE_MEM_FREE: graph_unmap(static_cast<std::uintptr_t>(std::get<FreeP>(n.params).dptr)); break;
       case CU_GRAPH_NODE_TYPE_EVENT_RECORD: {
         Event* e = std::get<RecordP>(n.params).event;
         if (e->destroyed) record_violation(ViolationKind::destroyed_event_use, "", "a launch recorded a destroyed event");
@@ -195,6 +220,7 @@ CUresult instantiate(CUgraphExec* out, CUgraph h, unsigned long long flags, CUgr
                                        CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD | CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH |
                                        CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY;
   if (flags & ~known) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = unsafe_call_guard("cuGraphInstantiate")) return r;
   std::lock_guard<std::recursive_mutex> lock(graph_mutex());
   Graph* g = graph_of(h);
   if (!g) return CUDA_ERROR_INVALID_VALUE;
@@ -211,6 +237,7 @@ CUresult instantiate(CUgraphExec* out, CUgraph h, unsigned long long flags, CUgr
   e->graph = std::move(handles);
   for (std::size_t i = 0; i < g->nodes.size(); ++i) e->index[g->nodes[i]] = static_cast<int>(i);
   e->refs = make_refs(g, e->deferred);
+  set_memory(e, g);
   {
     std::lock_guard l(execs().mu);
     execs().live.insert(e);
@@ -228,8 +255,25 @@ CUresult launch(Exec* e, Stream* s, bool upload_only) {
   std::shared_ptr<const ExecGraph> graph;
   std::shared_ptr<RefSet> refs;
   std::shared_ptr<Completion> prev, mine = std::make_shared<Completion>();
+  std::vector<std::uintptr_t> auto_free;
   {
     std::lock_guard lock(e->mu);
+    if (!upload_only) {
+      // cuGraphLaunch's documented rule: an allocation the previous launch left allocated must be
+      // freed first, unless the executable frees it itself (AUTO_FREE_ON_LAUNCH).
+      for (std::uintptr_t p : e->unfreed_allocs)
+        if (graph_outstanding(p)) {
+          if (!(e->flags & CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH))
+            return fail(CUDA_ERROR_INVALID_VALUE,
+                        fmt::format("graph allocation 0x{:x} made by the previous launch is not freed; free it "
+                                    "(cuMemFreeAsync, cuMemFree) or instantiate with "
+                                    "CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH",
+                                    p));
+          auto_free.push_back(p);
+        }
+      for (std::uintptr_t p : e->unfreed_allocs) set_graph_outstanding(p, true);
+      for (std::uintptr_t p : e->foreign_frees) set_graph_outstanding(p, false);
+    }
     e->deferred->store(true);
     if (upload_only) return CUDA_SUCCESS;
     graph = e->graph;
@@ -237,9 +281,11 @@ CUresult launch(Exec* e, Stream* s, bool upload_only) {
     prev = e->last;
     e->last = mine;
   }
-  s->push([graph = std::move(graph), refs = std::move(refs), prev = std::move(prev), mine] {
+  s->push([graph = std::move(graph), refs = std::move(refs), prev = std::move(prev), mine,
+           auto_free = std::move(auto_free)] {
     // Launches of one executable run in order, even across streams (DRIVER_FACTS R4).
     if (prev) prev->wait();
+    for (std::uintptr_t p : auto_free) graph_unmap(p);
     {
       std::lock_guard<std::recursive_mutex> lock(graph_mutex());
       for (CUgraphConditionalHandle h : graph->handles)
@@ -268,6 +314,7 @@ CUresult sim_cuGraphExecDestroy(CUgraphExec h) {
   TETHER_SIM_ENTER(cuGraphExecDestroy);
   Exec* e = exec_of(h);
   if (!e) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = unsafe_call_guard("cuGraphExecDestroy")) return r;
   {
     std::lock_guard lock(execs().mu);
     execs().live.erase(e);

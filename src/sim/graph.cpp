@@ -73,10 +73,11 @@ bool in_conditional_body(const Graph* g) {
   return false;
 }
 
-// Destroys a node's nested graphs (child graph / conditional bodies) and frees graph memory.
+// Destroys a node's nested graphs (child graph / conditional bodies). Graph memory is not freed:
+// its address stays reserved, and what a launch left allocated stays allocated until freed
+// (cuMemFreeAsync, cuMemFree), as on the driver.
 void drop_node_payload(Node* n, Released& released) {
   for (Graph* sub : nested(n)) destroy_graph(sub, released);
-  if (auto* a = std::get_if<AllocP>(&n->params)) device_free_block(static_cast<std::uintptr_t>(a->p.dptr));
 }
 
 void unlink(Node* n) {
@@ -434,18 +435,14 @@ CUresult add_alloc(CUgraphNode* out, Graph* g, const CUgraphNode* deps, std::siz
   int dev = p->poolProps.location.id;
   if (dev < 0 || dev >= device_count()) return CUDA_ERROR_INVALID_DEVICE;
   CUresult err = CUDA_SUCCESS;
-  // Simplification (docs/simulator.md): the address is backed from node creation to node
-  // destruction instead of from the allocation node's execution to the free node's.
-  std::uintptr_t ptr = device_alloc(p->bytesize, dev, err);
+  // The address is fixed now; the memory is backed when the node executes.
+  std::uintptr_t ptr = graph_reserve(p->bytesize, dev, err);
   if (err != CUDA_SUCCESS) return err;
   AllocP a;
   a.p = *p;
   a.p.dptr = static_cast<CUdeviceptr>(ptr);
   CUresult r = add_node(out, g, deps, n, CU_GRAPH_NODE_TYPE_MEM_ALLOC, Params{a}, entry);
-  if (r != CUDA_SUCCESS) {
-    device_free_block(ptr);
-    return r;
-  }
+  if (r != CUDA_SUCCESS) return r;
   p->dptr = static_cast<CUdeviceptr>(ptr);
   return CUDA_SUCCESS;
 }

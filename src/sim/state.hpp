@@ -71,13 +71,37 @@ CUcontext handle(Ctx* c);
 Ctx* current_ctx();  // nullptr when none is current
 int device_count();
 
-enum class Range { live, freed, unknown };
+// `reserved`: a graph allocation's address, not backed now (before its allocation node ran, or
+// after it was freed); a use at execution is a use after free, naming it at creation is fine.
+enum class Range { live, freed, reserved, unknown };
 // Classifies [p, p+n) against the simulator's allocations. `device` restricts to device blocks.
 Range classify(std::uintptr_t p, std::size_t n, bool device_only);
 // Checks an operand of a copy/set/launch at execution time; records use_after_free if freed.
 bool check_operand(std::uintptr_t p, std::size_t n, bool device_only, std::string_view entry, const char* what);
 std::uintptr_t device_alloc(std::size_t bytes, int device, CUresult& err);
 void device_free_block(std::uintptr_t p);
+
+// Graph memory (alloc/free nodes). The address is reserved when the node is created and never
+// handed out again; the memory is backed from the execution of the allocation node until a free
+// node, cuMemFreeAsync or cuMemFree frees it. `outstanding` is the enqueue-order view: a launch
+// made the allocation and nothing enqueued since frees it (cuGraphLaunch refuses a relaunch then).
+std::uintptr_t graph_reserve(std::size_t bytes, int device, CUresult& err);
+bool is_graph_block(std::uintptr_t p);
+void graph_map(std::uintptr_t p);    // at the allocation node's execution
+void graph_unmap(std::uintptr_t p);  // at the free's execution
+bool graph_outstanding(std::uintptr_t p);
+void set_graph_outstanding(std::uintptr_t p, bool on);
+
+// Host functions (graph host nodes, cuLaunchHostFunc) all run on one process-wide callback
+// thread, one after another (ctx_block_probe 4l, T); a stream worker hands each over and waits.
+void run_host_callback(CUhostFn fn, void* data);
+// Returns once every host function running at the time of the call has returned: what cuMemFree
+// and cuModuleLoadData do on the real driver (ctx_block_probe 4f, 4m).
+void wait_callbacks_idle();
+
+// Capture-mode rules (capture_facts c4): for a "potentially unsafe" call of this thread, the
+// captures it invalidates; returns CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED if there was one.
+CUresult unsafe_call_guard(std::string_view entry);
 
 // ----------------------------------------------------------------------------- user objects
 
@@ -149,6 +173,8 @@ void event_wait(Event* e, std::uint64_t gen);
 
 struct Capture {
   struct Graph* graph = nullptr;
+  Ctx* ctx = nullptr;
+  std::thread::id thread;  // the thread that began it (THREAD_LOCAL / GLOBAL rules, WRONG_THREAD)
   bool owns_graph = true;
   std::uint64_t id = 0;
   CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_GLOBAL;

@@ -23,6 +23,19 @@ Streams& streams() { return immortal<Streams>(); }
 Events& events() { return immortal<Events>(); }
 std::atomic<std::uint64_t> g_capture_ids{0};
 
+// Captures begun and not ended (guarded by the graph mutex); the count lets calls skip the lock
+// when nothing captures.
+std::vector<Capture*>& active_captures() { return immortal<std::vector<Capture*>>(); }
+std::atomic<int> g_active{0};
+
+void invalidate(Capture* c) {
+  if (c->invalidated == CUDA_SUCCESS) c->invalidated = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+
+// Ends a capture without a graph: its streams leave it, recorded events stop marking it, and an
+// owned graph is destroyed (its references are returned in `released`).
+void drop_capture(Capture* c, std::vector<std::pair<UserObj*, std::uint32_t>>& released, bool destroy);
+
 Stream* make_stream(Ctx* ctx, unsigned flags) {
   Stream* s = new Stream;
   s->ctx = ctx;
@@ -223,7 +236,8 @@ CUresult need_ctx() {
 // A device range given to a copy or set must lie in one allocation.
 CUresult check_device(CUdeviceptr p, std::size_t n, std::string_view entry) {
   switch (classify(static_cast<std::uintptr_t>(p), n == 0 ? 1 : n, true)) {
-    case Range::live: return CUDA_SUCCESS;
+    case Range::live:
+    case Range::reserved: return CUDA_SUCCESS;  // graph memory: backed by the time the stream gets there
     case Range::freed:
       record_violation(ViolationKind::use_after_free, entry,
                        fmt::format("{} on device memory 0x{:x} that was freed", entry, p));
@@ -299,6 +313,36 @@ void sync_default() {
 bool capturing(Stream* s) {
   std::lock_guard lock(graph_mutex());
   return s->capture != nullptr;
+}
+
+// Synchronizing or querying a stream that takes part in a capture invalidates it in every mode;
+// any other stream is a "potentially unsafe" call (capture_facts c4 stream_* rows).
+CUresult stream_guard(Stream* s, std::string_view entry) {
+  if (g_active.load() == 0) return CUDA_SUCCESS;
+  {
+    std::lock_guard lock(graph_mutex());
+    if (s->capture) {
+      invalidate(s->capture);
+      return fail(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+                  fmt::format("{} of a stream that is capturing (the capture is invalidated)", entry));
+    }
+  }
+  return unsafe_call_guard(entry);
+}
+
+// The same for events: one recorded in an ongoing capture gives CUDA_ERROR_CAPTURED_EVENT and
+// invalidates it in every mode (capture_facts c4 event_*_captured rows).
+CUresult event_guard(Event* e, std::string_view entry) {
+  if (g_active.load() == 0) return CUDA_SUCCESS;
+  {
+    std::lock_guard lock(graph_mutex());
+    if (e->capture) {
+      invalidate(e->capture);
+      return fail(CUDA_ERROR_CAPTURED_EVENT,
+                  fmt::format("{} of an event recorded in an ongoing capture (the capture is invalidated)", entry));
+    }
+  }
+  return unsafe_call_guard(entry);
 }
 
 // ----------------------------------------------------------------------------- copies and sets
@@ -419,8 +463,10 @@ CUresult sim_cuMemAllocAsync(CUdeviceptr* dptr, std::size_t bytes, CUstream hs) 
   Stream* s = stream_of(hs);
   if (!s) return CUDA_ERROR_INVALID_HANDLE;
   CUresult err = CUDA_SUCCESS;
-  // Simplification: the memory is backed from the call, not from the point the stream reaches it.
-  std::uintptr_t p = device_alloc(bytes, s->ctx->device, err);
+  // Captured: a graph allocation (reserved now, backed when its node runs). Otherwise a
+  // simplification: the memory is backed from the call, not from the point the stream reaches it.
+  bool captured = capturing(s);
+  std::uintptr_t p = captured ? graph_reserve(bytes, s->ctx->device, err) : device_alloc(bytes, s->ctx->device, err);
   if (err != CUDA_SUCCESS) return err;
   CUDA_MEM_ALLOC_NODE_PARAMS a{};
   a.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
@@ -431,7 +477,7 @@ CUresult sim_cuMemAllocAsync(CUdeviceptr* dptr, std::size_t bytes, CUstream hs) 
   CUresult r = enqueue(
       s, "cuMemAllocAsync", CU_GRAPH_NODE_TYPE_MEM_ALLOC, [&] { return Params{AllocP{a}}; }, [] {});
   if (r != CUDA_SUCCESS) {
-    device_free_block(p);
+    if (!captured) device_free_block(p);
     return r;
   }
   *dptr = static_cast<CUdeviceptr>(p);
@@ -443,7 +489,21 @@ CUresult sim_cuMemFreeAsync(CUdeviceptr dptr, CUstream hs) {
   if (dptr == 0) return CUDA_ERROR_INVALID_VALUE;
   Stream* s = stream_of(hs);
   if (!s) return CUDA_ERROR_INVALID_HANDLE;
-  if (classify(static_cast<std::uintptr_t>(dptr), 1, true) != Range::live) return CUDA_ERROR_INVALID_VALUE;
+  std::uintptr_t p = static_cast<std::uintptr_t>(dptr);
+  if (is_graph_block(p)) {
+    if (capturing(s))
+      return enqueue(
+          s, "cuMemFreeAsync", CU_GRAPH_NODE_TYPE_MEM_FREE, [&] { return Params{FreeP{dptr}}; }, [] {});
+    // A graph allocation left allocated by a launch, freed outside the graph (in stream order).
+    if (!graph_outstanding(p))
+      return fail(CUDA_ERROR_INVALID_VALUE,
+                  "cuMemFreeAsync of a graph allocation that no launch left allocated (not launched yet, freed "
+                  "by its graph or freed already)");
+    set_graph_outstanding(p, false);
+    s->push([p] { graph_unmap(p); });
+    return CUDA_SUCCESS;
+  }
+  if (classify(p, 1, true) != Range::live) return CUDA_ERROR_INVALID_VALUE;
   return enqueue(
       s, "cuMemFreeAsync", CU_GRAPH_NODE_TYPE_MEM_FREE, [&] { return Params{FreeP{dptr}}; },
       [dptr] { device_free_block(static_cast<std::uintptr_t>(dptr)); });
@@ -451,9 +511,8 @@ CUresult sim_cuMemFreeAsync(CUdeviceptr dptr, CUstream hs) {
 CUresult sim_cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
   TETHER_SIM_ENTER(cuThreadExchangeStreamCaptureMode);
   if (!mode) return CUDA_ERROR_INVALID_VALUE;
-  if (*mode != CU_STREAM_CAPTURE_MODE_GLOBAL && *mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
-      *mode != CU_STREAM_CAPTURE_MODE_RELAXED)
-    return CUDA_ERROR_INVALID_VALUE;
+  // Why any value is taken: the driver accepted mode 3 (capture_facts c10t); unknown modes are
+  // treated as GLOBAL by the rules.
   std::swap(ts().capture_mode, *mode);
   return CUDA_SUCCESS;
 }
@@ -472,6 +531,22 @@ CUresult sim_cuStreamDestroy(CUstream h) {
   if (h == nullptr || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD) return CUDA_ERROR_INVALID_HANDLE;
   Stream* s = stream_of(h);
   if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  std::vector<std::pair<UserObj*, std::uint32_t>> released;
+  {
+    // Destroying a capturing stream ends its capture (capture_facts c10w: a synchronous allocation
+    // afterwards succeeds); a joined stream just leaves it.
+    std::lock_guard glock(graph_mutex());
+    if (Capture* c = s->capture) {
+      if (c->origin == s) {
+        drop_capture(c, released, true);
+      } else {
+        std::erase(c->streams, s);
+        s->capture = nullptr;
+        s->capture_deps.clear();
+      }
+    }
+  }
+  release_collected(released, "cuStreamDestroy");
   {
     std::lock_guard lock(streams().mu);
     streams().live.erase(s);
@@ -486,7 +561,7 @@ CUresult sim_cuStreamSynchronize(CUstream h) {
   TETHER_SIM_ENTER(cuStreamSynchronize);
   Stream* s = stream_of(h);
   if (!s) return current_ctx() ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_CONTEXT;
-  if (capturing(s)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  if (CUresult r = stream_guard(s, "cuStreamSynchronize")) return r;
   s->wait_idle();
   return CUDA_SUCCESS;
 }
@@ -494,6 +569,19 @@ CUresult sim_cuCtxSynchronize() {
   TETHER_SIM_ENTER(cuCtxSynchronize);
   Ctx* c = current_ctx();
   if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+  if (g_active.load() > 0) {
+    // Invalidates every capture of the context in every mode (capture_facts c4 ctx_sync rows).
+    bool any = false;
+    {
+      std::lock_guard lock(graph_mutex());
+      for (Capture* cap : active_captures())
+        if (cap->ctx == c) invalidate(cap), any = true;
+    }
+    if (any)
+      return fail(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+                  "cuCtxSynchronize while a stream of the context captures (the capture is invalidated)");
+    if (CUresult r = unsafe_call_guard("cuCtxSynchronize")) return r;
+  }
   for (Stream* s : all_streams())
     if (s->ctx == c) s->wait_idle();
   return CUDA_SUCCESS;
@@ -502,6 +590,8 @@ CUresult sim_cuStreamQuery(CUstream h) {
   TETHER_SIM_ENTER(cuStreamQuery);
   Stream* s = stream_of(h);
   if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  if (!ts().in_destructor && !ts().in_callback)
+    if (CUresult r = stream_guard(s, "cuStreamQuery")) return r;
   return s->idle() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 CUresult sim_cuLaunchHostFunc(CUstream h, CUhostFn fn, void* data) {
@@ -511,11 +601,7 @@ CUresult sim_cuLaunchHostFunc(CUstream h, CUhostFn fn, void* data) {
   if (!s) return CUDA_ERROR_INVALID_HANDLE;
   return enqueue(
       s, "cuLaunchHostFunc", CU_GRAPH_NODE_TYPE_HOST, [&] { return Params{HostP{fn, data}}; },
-      [fn, data] {
-        ++ts().in_callback;
-        fn(data);
-        --ts().in_callback;
-      });
+      [fn, data] { run_host_callback(fn, data); });
 }
 CUresult sim_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                             unsigned shared, CUstream h, void** params, void** extra) {
@@ -645,6 +731,7 @@ CUresult sim_cuEventQuery(CUevent h) {
   TETHER_SIM_ENTER(cuEventQuery);
   Event* e = live_event(h, "cuEventQuery");
   if (!e) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult r = event_guard(e, "cuEventQuery")) return r;
   std::lock_guard lock(e->mu);
   return e->done >= e->recorded ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
@@ -652,6 +739,7 @@ CUresult sim_cuEventSynchronize(CUevent h) {
   TETHER_SIM_ENTER(cuEventSynchronize);
   Event* e = live_event(h, "cuEventSynchronize");
   if (!e) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult r = event_guard(e, "cuEventSynchronize")) return r;
   std::uint64_t gen;
   {
     std::lock_guard lock(e->mu);
@@ -685,6 +773,8 @@ CUresult begin_capture(Stream* s, Graph* g, bool owns, const CUgraphNode* deps, 
   c->owns_graph = owns;
   c->id = ++g_capture_ids;
   c->mode = mode;
+  c->ctx = s->ctx;
+  c->thread = std::this_thread::get_id();
   c->origin = s;
   c->streams.push_back(s);
   s->capture = c;
@@ -702,6 +792,8 @@ CUresult begin_capture(Stream* s, Graph* g, bool owns, const CUgraphNode* deps, 
     }
     s->capture_deps.push_back(d);
   }
+  active_captures().push_back(c);
+  g_active.fetch_add(1);
   return CUDA_SUCCESS;
 }
 CUresult sim_cuStreamBeginCapture(CUstream h, CUstreamCaptureMode mode) {
@@ -730,27 +822,24 @@ CUresult sim_cuStreamEndCapture(CUstream h, CUgraph* out) {
   std::lock_guard lock(graph_mutex());
   Capture* c = s->capture;
   if (!c) return CUDA_ERROR_ILLEGAL_STATE;
-  if (c->origin != s) return CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
-  for (Stream* x : c->streams) {
-    x->capture = nullptr;
-    x->capture_deps.clear();
+  if (c->origin != s) {
+    invalidate(c);  // capture_facts c10f: the origin's capture is invalidated
+    return CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
+  }
+  std::vector<std::pair<UserObj*, std::uint32_t>> released;
+  if (c->mode != CU_STREAM_CAPTURE_MODE_RELAXED && c->thread != std::this_thread::get_id()) {
+    // capture_facts c10h, c10i: refused, and the capture is over (status NONE afterwards).
+    drop_capture(c, released, true);
+    release_collected(released, "cuStreamEndCapture");
+    *out = nullptr;
+    return fail(CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD,
+                "cuStreamEndCapture from another thread than the one that began a GLOBAL or THREAD_LOCAL capture");
   }
   CUresult r = c->invalidated;
   Graph* g = c->graph;
-  bool owns = c->owns_graph;
-  {
-    // Events recorded during the capture no longer mark capture points.
-    std::lock_guard el(events().mu);
-    for (Event* e : events().all)
-      if (e->capture == c) e->capture = nullptr, e->capture_deps.clear();
-  }
-  delete c;
+  drop_capture(c, released, r != CUDA_SUCCESS);
+  release_collected(released, "cuStreamEndCapture");
   if (r != CUDA_SUCCESS) {
-    if (owns) {
-      std::vector<std::pair<UserObj*, std::uint32_t>> released;
-      destroy_graph(g, released);
-      release_collected(released, "cuStreamEndCapture");
-    }
     *out = nullptr;
     return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
   }
@@ -810,7 +899,46 @@ CUresult sim_cuStreamUpdateCaptureDependencies(CUstream h, CUgraphNode* deps, co
   return CUDA_SUCCESS;
 }
 
+void drop_capture(Capture* c, std::vector<std::pair<UserObj*, std::uint32_t>>& released, bool destroy) {
+  for (Stream* x : c->streams) {
+    x->capture = nullptr;
+    x->capture_deps.clear();
+  }
+  {
+    // Events recorded during the capture no longer mark capture points.
+    std::lock_guard el(events().mu);
+    for (Event* e : events().all)
+      if (e->capture == c) e->capture = nullptr, e->capture_deps.clear();
+  }
+  if (std::erase(active_captures(), c) > 0) g_active.fetch_sub(1);
+  if (destroy && c->owns_graph) destroy_graph(c->graph, released);
+  delete c;
+}
+
 }  // namespace
+
+CUresult unsafe_call_guard(std::string_view entry) {
+  if (g_active.load() == 0) return CUDA_SUCCESS;
+  CUstreamCaptureMode mine = ts().capture_mode;
+  if (mine == CU_STREAM_CAPTURE_MODE_RELAXED) return CUDA_SUCCESS;
+  std::lock_guard lock(graph_mutex());
+  bool hit = false;
+  const std::thread::id me = std::this_thread::get_id();
+  for (Capture* c : active_captures()) {
+    if (c->mode == CU_STREAM_CAPTURE_MODE_RELAXED) continue;
+    // The thread's own capture in GLOBAL or THREAD_LOCAL mode; another thread's GLOBAL capture
+    // when this thread is GLOBAL (the CUDA documentation's rule, as capture_facts c4 observed).
+    bool own = c->thread == me;
+    bool global = c->mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL && mine != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
+    if (own || global) invalidate(c), hit = true;
+  }
+  if (!hit) return CUDA_SUCCESS;
+  return fail(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+              fmt::format("{} is not permitted while a stream captures in GLOBAL mode (or this thread's own "
+                          "THREAD_LOCAL capture); the capture is invalidated. A thread may allow it with "
+                          "cuThreadExchangeStreamCaptureMode(CU_STREAM_CAPTURE_MODE_RELAXED)",
+                          entry));
+}
 
 void fill_stream(tether::detail::DriverTable& t) {
   using tether::detail::Entry;

@@ -343,8 +343,12 @@ class SweepFixture : public DslFixture {
   // Lets earlier releases finish, so that the next operation's calls are its own.
   void settle() {
     stream.synchronize();
-    sim::quiesce();
-    REQUIRE(wait_reclaimed(5s));
+    // A release on the reclaimer (an executable's destroy) can make the driver queue more (its
+    // accumulator): until both are idle together.
+    for (int i = 0; i < 3; ++i) {
+      sim::quiesce();
+      REQUIRE(wait_reclaimed(5s));
+    }
     sim::quiesce();
   }
 
@@ -884,6 +888,9 @@ std::vector<Scenario> scenarios(SweepFixture& f) {
                   [](World& wd) {
                     wd.leaked_exec = wd.exec->get();
                     wd.exec.reset();
+                    // The destroy runs on the reclaimer (cuGraphExecDestroy on an application thread
+                    // would invalidate other threads' GLOBAL captures): part of the operation.
+                    REQUIRE(wait_reclaimed(5s));
                   },
                   [](World& wd) {
                     // A refused destroy leaks the executable (reported; the teardown destroys it);
