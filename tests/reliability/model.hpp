@@ -34,6 +34,7 @@
 #include <barrier>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <memory>
@@ -406,6 +407,17 @@ struct Options {
 
 class Checker {
  public:
+  /// How long the gate may hold its stream before the model concludes the application thread is
+  /// blocked behind it (500 ms; TETHER_MODEL_GATE_MS overrides, e.g. to attach a debugger).
+  static std::chrono::milliseconds gate_limit() {
+    static const std::chrono::milliseconds limit{[] {
+      const char* s = std::getenv("TETHER_MODEL_GATE_MS");
+      long long v = s ? std::atoll(s) : 0;
+      return v > 0 ? v : 500;
+    }()};
+    return limit;
+  }
+
   Checker(const tether::Context& ctx, const tether_test::TestKernels& k, const tether::Stream& s,
           bool lenient = false, bool concurrent = false)
       : ctx_(ctx), k_(k), s_(s), concurrent_(concurrent), lenient_(lenient) {}
@@ -649,10 +661,19 @@ class Checker {
     tether::Graph g{ctx_};
     g.edit([&](tether::Edit& e) {
       auto sink = e.host(sink_fn());
-      auto h = e.host([open = gate_open_] {
-        auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      // The application thread opens the gate within a few operations; if it does not within
+      // kGateLimit, it is blocked, and this callable is what it waits for (cuMemFree and
+      // cuModuleLoadData block while a host callback runs): a liveness failure, which the timeout
+      // breaks (named in the failure: the operation that was blocked).
+      auto h = e.host([open = gate_open_, l = ledger_] {
+        const auto limit = gate_limit();
+        auto until = std::chrono::steady_clock::now() + limit;
         while (!open->load() && std::chrono::steady_clock::now() < until)
           std::this_thread::sleep_for(std::chrono::microseconds(50));
+        if (!open->load())
+          l->error(fmt::format("liveness: the gate (a host callable the application thread opens) ran for {} ms: "
+                               "the application thread was blocked while it ran",
+                               limit.count()));
       });
       e.connect(h, sink);
     });
@@ -1179,9 +1200,11 @@ class Checker {
       if (memory) {
         // A graph memory allocation and its free (top level of a launchable graph only). Nothing
         // reads the memory: the simulator backs it only while the allocation node exists.
+        // Both fixed: a graph whose allocation is not freed inside it cannot be relaunched.
         MNode a, f;
         a.kind = Kind::alloc;
         f.kind = Kind::free;
+        a.fixed = f.fixed = true;
         auto r = e.in(*box(*bi).gview).keeping(owners(a.ids)).template alloc<float>(4);
         a.h = r.node;
         f.h = e.after(r.node).keeping(owners(f.ids)).free(r.memory);
@@ -1345,13 +1368,11 @@ class Checker {
 
   template <class E>
   void edit_disconnect(E& e, EditState& st) {
-    auto ci = pick(st.cands, [](const Cand& c) { return c.kind != Kind::sink; });
+    auto ci = pick(st.cands, [](const Cand& c) { return !c.fixed; });
     if (!ci) return;
     const Cand a = st.cands[*ci];
     auto& edges = edges_now(st, a.box);
-    auto cj = pick(st.cands, [&](const Cand& c) {
-      return c.box == a.box && c.kind != Kind::sink && edges.count({a.key, c.key});
-    });
+    auto cj = pick(st.cands, [&](const Cand& c) { return c.box == a.box && !c.fixed && edges.count({a.key, c.key}); });
     if (!cj) return;
     const Cand b = st.cands[*cj];
     e.disconnect(any_of(a.h), any_of(b.h));
@@ -1870,23 +1891,25 @@ class Checker {
     }
     sync();
     if (concurrent_) return;  // the quiescent checks run at the barriers
-    settle();
+    settle(ctx_);
     check_liveness();
   }
 
  public:
-  /// Off a quiescent point (launches may be held behind the gate): lets the reclaimer catch up
-  /// with what is queued, and the driver with releases it makes shortly after (a version superseded
-  /// unused is released "at once", on the reclaimer).
+  /// Off a quiescent point, with the gate open: lets the reclaimer catch up with what is queued
+  /// (a version superseded unused is released "at once", on the reclaimer). With a gate closed
+  /// (any thread's) the reclaimer may rightly wait: it starts no blocking release (cuMemFree)
+  /// while a host callable runs, and the gate is one.
   static void catch_up() {
     tether::wait_reclaimed(std::chrono::seconds(5));
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
     tether::wait_reclaimed(std::chrono::seconds(5));
   }
-  /// Waits until nothing runs and the reclaimer has released everything whose last consumer is gone.
-  static void settle() {
+  /// Waits until nothing runs and everything whose last consumer is gone has been released
+  /// (the simulator's streams and deferred destructors, then tether::wait_released).
+  static void settle(const tether::Context& ctx) {
     tether::sim::quiesce(std::chrono::seconds(5));
-    tether::wait_reclaimed(std::chrono::seconds(5));
+    if (!tether::wait_released(ctx, std::chrono::seconds(5))) tether::wait_reclaimed(std::chrono::seconds(5));
   }
 
   /// Liveness at a quiescent point (everything launched has completed, settle() ran): the owners
@@ -1929,9 +1952,18 @@ class Checker {
       if (!x.alive) continue;
       const std::size_t lo = x.pernode.size(), hi = lo + x.retired.size() + (lenient_ ? x.unused.size() : 0);
       std::size_t live = x.x->live_node_versions();
-      for (int retry = 0; live > hi && !settled && retry < 20; ++retry) {
-        catch_up();
-        live = x.x->live_node_versions();
+      if (live > hi && !settled) {
+        if (concurrent_ || !gate_open_->load()) {
+          // The reclaimer may be waiting for a gate: the synchronize point checks these.
+          if (live > hi + x.unused.size()) fail(fmt::format("executable {}: {} per-node versions alive, more "
+                                                            "than the {} superseded or current ones",
+                                                            &x - execs_.data(), live, hi + x.unused.size()));
+          continue;
+        }
+        for (int retry = 0; live > hi && retry < 20; ++retry) {
+          catch_up();
+          live = x.x->live_node_versions();
+        }
       }
       if (live > hi && live <= hi + x.unused.size())
         fail(fmt::format("liveness: executable {} keeps {} per-node version(s) superseded before any launch "
@@ -2153,7 +2185,7 @@ class SharedExecs {
     auto fail = [&](std::string m) { record(fmt::format("barrier after op {}: {}", at, m)); };
     if (failed_.load()) {
       for (const tether::Stream& st : streams) st.synchronize();
-      Checker::settle();
+      Checker::settle(ctx_);
       return;
     }
     for (X& x : xs_) {
@@ -2180,7 +2212,7 @@ class SharedExecs {
                                 &x - xs_.data()));
     }
     for (const tether::Stream& st : streams) st.synchronize();
-    Checker::settle();
+    Checker::settle(ctx_);
     Ids held, pending;
     for (std::size_t j = 0; j < kExecs; ++j) {
       X& x = xs_[j];
@@ -2220,7 +2252,7 @@ class SharedExecs {
     auto fail = [&](std::string m) { record("end: " + m); };
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     while (ledger_->unsettled().first && std::chrono::steady_clock::now() < deadline) {
-      Checker::settle();
+      Checker::settle(ctx_);
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     auto [alive, twice] = ledger_->unsettled();
@@ -2292,9 +2324,12 @@ class SharedExecs {
     X& x = xs_[j];
     const std::size_t lo = x.pernode.size(), hi = lo + x.retired.size() + (lenient_ ? x.unused.size() : 0);
     std::size_t live = x.x->live_node_versions();
-    for (int retry = 0; live > hi && !settled && retry < 20; ++retry) {
-      Checker::catch_up();
-      live = x.x->live_node_versions();
+    if (live > hi && !settled) {
+      // Another thread's gate may hold the reclaimer: the barrier checks these.
+      if (live > hi + x.unused.size())
+        fail(fmt::format("shared executable {}: {} per-node versions alive, more than the {} superseded or current "
+                         "ones", j, live, hi + x.unused.size()));
+      return;
     }
     if (live > hi && live <= hi + x.unused.size())
       fail(fmt::format("liveness: shared executable {} keeps {} per-node version(s) superseded before any "
@@ -2337,7 +2372,7 @@ inline Result run_threads(const tether::Context& ctx, const tether_test::TestKer
   Result result;
   for (std::uint64_t round = 0; result.operations < options.operations; ++round) {
     const std::uint64_t n = std::min(options.per_sequence, (options.operations - result.operations + T - 1) / T);
-    Checker::settle();
+    Checker::settle(ctx);
     const std::uint64_t attachments = tether::detail::NodeAttachment::live();
     const std::uint64_t accumulators = tether::detail::ExecAccumulator::live();
     const tether::sim::Stats stats = tether::sim::stats();
@@ -2382,7 +2417,7 @@ inline Result run_threads(const tether::Context& ctx, const tether_test::TestKer
     barrier.arrive_and_wait();
     shared.destroy();
     for (const tether::Stream& st : streams) st.synchronize();
-    Checker::settle();
+    Checker::settle(ctx);
     barrier.arrive_and_wait();
     for (std::thread& th : threads) th.join();
     shared.end();
@@ -2397,7 +2432,7 @@ inline Result run_threads(const tether::Context& ctx, const tether_test::TestKer
              st.events == stats.events;
     };
     while (!settled() && std::chrono::steady_clock::now() < deadline) {
-      Checker::settle();
+      Checker::settle(ctx);
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     if (!settled()) {
