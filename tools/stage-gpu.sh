@@ -15,6 +15,10 @@ for f in "$build"/tests/*; do
   [ -f "$f" ] && [ -x "$f" ] && cp -a "$f" "$stage/tests/"
 done
 cp -a "$build"/tests/*.so "$build"/tests/*.fatbin "$stage/tests/" 2>/dev/null || true
+if [ -d "$build/tests/hardening" ]; then
+  mkdir -p "$stage/tests/hardening"
+  cp -a "$build"/tests/hardening/hardening_tests "$build"/tests/hardening/*.fatbin "$stage/tests/hardening/" 2>/dev/null || true
+fi
 cp -a "$build"/examples/*.fatbin "$stage/examples/" 2>/dev/null || true
 for d in examples bench; do
   for f in "$build/$d"/*; do

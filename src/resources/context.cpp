@@ -64,6 +64,10 @@ void defer_release(const DriverTable* t, CUcontext ctx, ContextPtr keep, Entry e
 }
 
 void DeferredRelease::reclaim() noexcept {
+  // An application thread draining (tether::reclaim()) hands a release that can block to the
+  // reclaimer's own thread instead of making it: its own host node may be what the release waits for.
+  if (blocks_while_callbacks_run(entry_) && !on_reclaimer_thread() && !Reclaimer::instance().thread_gone())
+    return Reclaimer::instance().push_to_thread(this);
   release_core(t_, ctx_, std::move(keep_), entry_, call_, bits_, what_, false);
   delete this;
 }
@@ -92,7 +96,7 @@ void release_core(const DriverTable* t, CUcontext ctx, ContextPtr keep, Entry en
   // Why check before any call: inside a host callback or user-object destructor even
   // cuCtxGetCurrent is refused (and the simulator records the attempt as a violation).
   const bool blocking = blocks_while_callbacks_run(entry);
-  if (may_defer && (cuda_forbidden_here() || (blocking && !draining_here())))
+  if (may_defer && (cuda_forbidden_here() || (blocking && !on_reclaimer_thread())))
     return defer_release(t, ctx, std::move(keep), entry, call, bits, what);
   if (forked_child()) return;  // the driver is unusable in a forked child: leaked on purpose
   if (draining_here()) relax_capture_mode(*t);  // never an application thread's own mode
