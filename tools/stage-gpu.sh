@@ -26,3 +26,6 @@ for d in examples bench; do
   done
 done
 du -sh "$stage"
+# Debug information is most of the size; the GPU runs need symbols only for crash reports.
+find "$stage" -type f \( -perm -u+x -o -name '*.so*' \) -exec sh -c 'file "$1" | grep -q ELF && strip --strip-debug "$1"' _ {} \;
+du -sh "$stage"
