@@ -220,6 +220,23 @@ struct MemcpySites {
 
   template <class MakeDst, class MakeSrc>
   Table sites(const std::string& name, MakeDst make_dst, MakeSrc make_src, std::size_t count) {
+    // The node of `exec` copies device to device; the driver refuses an executable update that
+    // changes where an end lives ("the memory operands' mappings changed": INVALID_VALUE, seen on
+    // the H200), so the executable site takes device ends only.
+    constexpr bool pinned_end = tether::detail::Endpoint<decltype(make_dst())>::pinned ||
+                                tether::detail::Endpoint<decltype(make_src())>::pinned;
+    if constexpr (pinned_end)
+      return {
+          {name + " / Edit::memcpy", [=, this] {
+             Graph one{f.ctx};
+             one.edit([&](Edit& e) { e.memcpy(make_dst(), make_src(), count); });
+           }},
+          {name + " / Inserter::memcpy",
+           [=, this] { g.edit([&](Edit& e) { e.after(node).memcpy(make_dst(), make_src(), count); }); }},
+          {name + " / Edit::update(memcpy_node)",
+           [=, this] { g.edit([&](Edit& e) { e.update(node, make_dst(), make_src(), count); }); }},
+      };
+    else
     return {
         {name + " / Edit::memcpy", [=, this] {
            Graph one{f.ctx};
