@@ -178,10 +178,19 @@ ScopedContext::ScopedContext(const DriverTable& table, CUcontext ctx) : table_(n
   }
   call<Entry::cuCtxPushCurrent>(table, "making a context current for a tether call", ctx);
   table_ = &table;
+  pusher_ = std::this_thread::get_id();
 }
 
 ScopedContext::~ScopedContext() {
   if (!table_) return;  // nothing was pushed
+  if (pusher_ != std::this_thread::get_id()) {
+    // An Edit dropped on another thread than the one that opened it: popping here would pop this
+    // thread's context. The push stays on the opening thread's stack (it had another context current).
+    report_error("restoring the caller's context",
+                 "an edit was dropped on another thread than the one that opened it; the context it pushed stays "
+                 "pushed on the opening thread (pop it there with cuCtxPopCurrent)");
+    return;
+  }
   CUcontext popped = nullptr;
   CUresult r = raw<Entry::cuCtxPopCurrent>(*table_, &popped);
   if (r != CUDA_SUCCESS) report_failure(*table_, Entry::cuCtxPopCurrent, r, "restoring the caller's context");

@@ -11,6 +11,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <thread>
 
@@ -141,6 +143,30 @@ TEST_CASE_FIXTURE(DslFixture, "finding 7: a Condition of a destroyed graph is re
     Edit e = fresh.edit();
     CHECK_THROWS_WITH_AS(e.if_(c), doctest::Contains("whose edit made its Condition"), UsageError);
   }
+}
+
+TEST_CASE_FIXTURE(DslFixture, "finding 8: a graph left unusable by a failed undo refuses instantiate, executable "
+                              "updates, clones and embedding, naming why") {
+  if (!simulated) return;  // fault injection is the simulator's
+  Graph g{ctx};
+  g.edit([](Edit& e) { e.empty(); });
+  GraphExec exec = g.instantiate();
+  {
+    Edit e = g.edit();
+    e.empty();
+    sim::fail_call("cuGraphDestroyNode", 1, Errc::unknown);  // the rollback's undo of the add
+  }
+  sim::clear_faults();
+  const char* why = "unusable";
+  CHECK_THROWS_WITH_AS((void)g.instantiate(), doctest::Contains(why), UsageError);
+  CHECK_THROWS_WITH_AS((void)exec.update(g), doctest::Contains(why), UsageError);
+  CHECK_THROWS_WITH_AS((void)g.clone(), doctest::Contains(why), UsageError);
+  CHECK_THROWS_WITH_AS((void)g.edit(), doctest::Contains(why), UsageError);
+  Graph other{ctx};
+  CHECK_THROWS_WITH_AS(other.edit([&](Edit& e) { e.embed(g); }), doctest::Contains(why), UsageError);
+  exec.launch(stream);  // the executable made before still runs its own versions
+  stream.synchronize();
+  sim::clear_violations();  // the node the failed undo left behind is the graph's, destroyed with it
 }
 
 TEST_CASE_FIXTURE(DslFixture, "finding 9: Image::from_file of a directory names the path") {
@@ -338,6 +364,58 @@ TEST_CASE_FIXTURE(DslFixture, "finding 26: removing every node of a graph beside
   MESSAGE("5000 removals beside 5000 child graphs: "
           << std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() << " ms");
   CHECK(g.node_count() == 5000);
+}
+
+namespace {
+constexpr const char* exit_child_case = "child process body: owners queued before exit are released before static "
+                                        "destruction";
+std::atomic<int> g_slow_destroyed{0};
+// Constructed before the runtime is opened, so destroyed after tether's exit handler ran.
+struct ExitWitness {
+  ~ExitWitness() {
+    if (std::getenv("TETHER_EXIT_CHILD")) std::printf("destroyed before static destruction: %d\n", g_slow_destroyed.load());
+  }
+};
+struct SlowOwner {
+  SlowOwner() = default;
+  SlowOwner(SlowOwner&& o) noexcept { o.moved = true; }
+  ~SlowOwner() {
+    if (!moved) {
+      std::this_thread::sleep_for(200us);
+      ++g_slow_destroyed;
+    }
+  }
+  bool moved = false;
+};
+}  // namespace
+
+TEST_CASE("finding 14: owners queued before exit are all released before static destruction, none concurrently with "
+          "it") {
+  std::string filter = std::string("--test-case=") + exit_child_case;
+  std::string cmd = "TETHER_EXIT_CHILD=1 /proc/" + std::to_string(::getpid()) + "/exe '" + filter + "' --no-skip=true 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  REQUIRE(p);
+  std::string out;
+  char buf[4096];
+  while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  int status = ::pclose(p);
+  INFO("child output:\n" << out);
+  CHECK(status == 0);
+  CHECK(contains(out, "destroyed before static destruction: 2000"));
+}
+
+TEST_CASE("child process body: owners queued before exit are released before static destruction" * doctest::skip()) {
+  if (!std::getenv("TETHER_EXIT_CHILD")) return;
+  static ExitWitness witness;  // before the runtime: destroyed after tether's exit drain
+  Runtime rt = Runtime::open();
+  Context ctx = rt.context(0);
+  {
+    Graph g{ctx};
+    g.edit([](Edit& e) {
+      for (int i = 0; i < 2000; ++i) e.after().keeping(Owners{SlowOwner{}}).empty();
+    });
+  }  // 2000 slow owners queued for the reclaimer: exit follows at once
+  std::fflush(stdout);
 }
 
 TEST_SUITE_END();
