@@ -15,10 +15,17 @@ for f in "$build"/tests/*; do
   [ -f "$f" ] && [ -x "$f" ] && cp -a "$f" "$stage/tests/"
 done
 cp -a "$build"/tests/*.so "$build"/tests/*.fatbin "$stage/tests/" 2>/dev/null || true
+if [ -d "$build/tests/hardening" ]; then
+  mkdir -p "$stage/tests/hardening"
+  cp -a "$build"/tests/hardening/hardening_tests "$build"/tests/hardening/*.fatbin "$stage/tests/hardening/" 2>/dev/null || true
+fi
 cp -a "$build"/examples/*.fatbin "$stage/examples/" 2>/dev/null || true
 for d in examples bench; do
   for f in "$build/$d"/*; do
     [ -f "$f" ] && [ -x "$f" ] && cp -a "$f" "$stage/$d/"
   done
 done
+du -sh "$stage"
+# Debug information is most of the size; the GPU runs need symbols only for crash reports.
+find "$stage" -type f \( -perm -u+x -o -name '*.so*' \) -exec sh -c 'file "$1" | grep -q ELF && strip --strip-debug "$1"' _ {} \;
 du -sh "$stage"

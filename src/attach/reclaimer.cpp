@@ -104,11 +104,29 @@ void Reclaimer::push(Reclaimable* item) noexcept {
   }
 }
 
+void Reclaimer::push_to_thread(Reclaimable* item) noexcept {
+  Reclaimable* h = thread_head_.load(std::memory_order_relaxed);
+  do {
+    item->next_ = h;
+  } while (!thread_head_.compare_exchange_weak(h, item, std::memory_order_release, std::memory_order_relaxed));
+  thread_pending_.fetch_add(1, std::memory_order_acq_rel);
+  wake_.fetch_add(1, std::memory_order_release);
+  wake_.notify_one();
+}
+
 std::size_t Reclaimer::drain() noexcept {
+  std::size_t n = drain_list(head_, false);
+  // The reclaimer's own thread (and the exit drain, once that thread is gone) also releases what
+  // only it may release.
+  if (t_reclaimer || thread_done_.load(std::memory_order_acquire)) n += drain_list(thread_head_, true);
+  return n;
+}
+
+std::size_t Reclaimer::drain_list(std::atomic<Reclaimable*>& head, bool thread_list) noexcept {
   std::size_t n = 0;
   ++t_draining;
   for (;;) {
-    Reclaimable* list = head_.exchange(nullptr, std::memory_order_acquire);
+    Reclaimable* list = head.exchange(nullptr, std::memory_order_acquire);
     if (!list) break;
     Reclaimable* fifo = nullptr;  // the stack is newest-first; release in the order of arrival
     while (list) {
@@ -121,7 +139,11 @@ std::size_t Reclaimer::drain() noexcept {
       Reclaimable* next = fifo->next_;
       fifo->reclaim();
       ++n;
-      released_.fetch_add(1, std::memory_order_acq_rel);
+      // An item handed over to the thread stays counted as pushed until the thread releases it.
+      if (thread_list)
+        thread_pending_.fetch_sub(1, std::memory_order_acq_rel);
+      else
+        released_.fetch_add(1, std::memory_order_acq_rel);
       fifo = next;
     }
   }
@@ -138,7 +160,7 @@ bool Reclaimer::wait_idle(std::chrono::nanoseconds timeout) {
   const std::uint64_t target = pushed();
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::unique_lock lock(idle_mu_);
-  while (released() < target) {
+  while (released() < target || thread_pending_.load(std::memory_order_acquire) != 0) {
     if (std::chrono::steady_clock::now() >= deadline) return false;
     // Short waits: a release may complete between the check and the wait without a notify here.
     idle_cv_.wait_for(lock, std::chrono::milliseconds(1));
@@ -150,9 +172,11 @@ void Reclaimer::run() {
   t_reclaimer = true;
   for (;;) {
     std::uint32_t seen = wake_.load(std::memory_order_acquire);
-    drain();
+    while (drain() != 0) {
+    }
     if (stopping_.load(std::memory_order_acquire)) {
-      drain();  // what was pushed while the last batch ran
+      while (drain() != 0) {  // what was pushed while the last batch ran
+      }
       thread_done_.store(true, std::memory_order_release);
       thread_done_.notify_all();
       return;

@@ -108,6 +108,11 @@ class Reclaimer {
   /// user-object destructor, from any thread, while any lock is held.
   void push(Reclaimable* item) noexcept;
 
+  /// Queues an item that only the reclaimer's own thread may release (a release that can block
+  /// while a host callback runs: an application thread calling tether::reclaim() hands it over
+  /// instead of blocking). Same guarantees as push().
+  void push_to_thread(Reclaimable* item) noexcept;
+
   /// Releases everything queued, on the calling thread, until the queue stays empty (releasing an
   /// item may queue more). Returns how many items were released. The caller must be on a thread
   /// where CUDA calls are allowed.
@@ -120,16 +125,21 @@ class Reclaimer {
   std::uint64_t released() const noexcept { return released_.load(std::memory_order_acquire); }
   /// Whether process exit has drained the queue: later items are leaked on purpose.
   bool exited() const noexcept { return exited_.load(std::memory_order_acquire); }
+  /// Whether the reclaimer's thread has finished (process exit): no item can be handed to it.
+  bool thread_gone() const noexcept { return thread_done_.load(std::memory_order_acquire); }
 
  private:
   Reclaimer() = default;
   void run();
   static void at_exit() noexcept;
+  std::size_t drain_list(std::atomic<Reclaimable*>& head, bool thread_list) noexcept;
 
   std::atomic<Reclaimable*> head_{nullptr};
+  std::atomic<Reclaimable*> thread_head_{nullptr};  // for the reclaimer's thread only
   std::atomic<std::uint32_t> wake_{0};
   std::atomic<std::uint64_t> pushed_{0};
   std::atomic<std::uint64_t> released_{0};
+  std::atomic<std::uint64_t> thread_pending_{0};  // handed to the thread and not released yet
   std::mutex start_mu_;
   std::atomic<bool> started_{false};
   std::atomic<bool> stopping_{false};

@@ -281,7 +281,7 @@ CUDA_MEMCPY3D memcpy_params_of(std::string_view what, Dst& dst, Src& src, std::s
   constexpr std::size_t elem = sizeof(detail::EndpointElem<Src>);
   const std::size_t have = endpoint_bytes(src), cap = endpoint_bytes(dst);
   if (count > std::numeric_limits<std::size_t>::max() / elem)
-    throw UsageError(fmt::format("{}: copying {} elements of {} bytes overflows", what, count, elem));
+    throw UsageError(fmt::format("{}: copying {} source elements of {} bytes overflows", what, count, elem));
   const std::size_t bytes = count ? count * elem : have;
   if (bytes == 0)
     throw UsageError(fmt::format("{}: nothing to copy: the source's element count is unknown; pass a count", what));

@@ -25,7 +25,8 @@ std::size_t checked_bytes(std::size_t count, std::size_t elem_size, std::string_
 }
 
 void check_fits(bool owned, std::size_t n, std::size_t have, const char* kind, const char* op) {
-  if (!owned && n > 0) throw_empty(kind);
+  check_calls_allowed(kind);
+  if (!owned) throw_empty(fmt::format("{}::{}", kind, op), kind);
   if (n > have)
     throw UsageError(fmt::format("{}::{}: {} bytes do not fit in a buffer of {} bytes", kind, op, n, have));
 }
@@ -33,6 +34,7 @@ void check_fits(bool owned, std::size_t n, std::size_t have, const char* kind, c
 }  // namespace
 
 DeviceMemory::DeviceMemory(const Context& ctx, std::size_t count, std::size_t elem_size, std::string_view type) {
+  check_calls_allowed("Context::alloc");
   std::size_t n = checked_bytes(count, elem_size, type, "device memory");
   const ContextPtr& s = state_of(ctx);
   ScopedContext scope(*s);
@@ -49,7 +51,7 @@ DeviceMemory::DeviceMemory(const Context& ctx, CUdeviceptr adopt, std::size_t by
     : handle_(adopt, FreeDevice{state_of(ctx)}), bytes_(adopt ? bytes : 0) {}
 
 Context DeviceMemory::context(const char* kind) const {
-  if (!handle_) throw_empty(kind);
+  if (!handle_) throw_empty(fmt::format("{}::context", kind), kind);
   return context_from(handle_.deleter().owner);
 }
 
@@ -72,7 +74,8 @@ void DeviceMemory::copy_to(void* dst, std::size_t n, const char* kind) const {
 }
 
 void DeviceMemory::fill_bytes(unsigned char value, const char* kind) const {
-  if (!handle_) throw_empty(kind);
+  check_calls_allowed(kind);
+  if (!handle_) throw_empty(fmt::format("{}::fill_bytes", kind), kind);
   const ContextState& s = *handle_.deleter().owner;
   ScopedContext scope(s);
   call<Entry::cuMemsetD8>(*s.table, [&] { return fmt::format("setting the {} bytes of a {}", bytes_, kind); },
@@ -80,6 +83,7 @@ void DeviceMemory::fill_bytes(unsigned char value, const char* kind) const {
 }
 
 HostMemory::HostMemory(const Context& ctx, std::size_t count, std::size_t elem_size, std::string_view type) {
+  check_calls_allowed("Context::alloc_pinned");
   std::size_t n = checked_bytes(count, elem_size, type, "pinned host memory");
   const ContextPtr& s = state_of(ctx);
   ScopedContext scope(*s);
@@ -96,7 +100,7 @@ HostMemory::HostMemory(const Context& ctx, void* adopt, std::size_t bytes) noexc
     : handle_(adopt, FreeHost{state_of(ctx)}), bytes_(adopt ? bytes : 0) {}
 
 Context HostMemory::context(const char* kind) const {
-  if (!handle_) throw_empty(kind);
+  if (!handle_) throw_empty(fmt::format("{}::context", kind), kind);
   return context_from(handle_.deleter().owner);
 }
 

@@ -64,6 +64,10 @@ void defer_release(const DriverTable* t, CUcontext ctx, ContextPtr keep, Entry e
 }
 
 void DeferredRelease::reclaim() noexcept {
+  // An application thread draining (tether::reclaim()) hands a release that can block to the
+  // reclaimer's own thread instead of making it: its own host node may be what the release waits for.
+  if (blocks_while_callbacks_run(entry_) && !on_reclaimer_thread() && !Reclaimer::instance().thread_gone())
+    return Reclaimer::instance().push_to_thread(this);
   release_core(t_, ctx_, std::move(keep_), entry_, call_, bits_, what_, false);
   delete this;
 }
@@ -92,7 +96,7 @@ void release_core(const DriverTable* t, CUcontext ctx, ContextPtr keep, Entry en
   // Why check before any call: inside a host callback or user-object destructor even
   // cuCtxGetCurrent is refused (and the simulator records the attempt as a violation).
   const bool blocking = blocks_while_callbacks_run(entry);
-  if (may_defer && (cuda_forbidden_here() || (blocking && !draining_here())))
+  if (may_defer && (cuda_forbidden_here() || (blocking && !on_reclaimer_thread())))
     return defer_release(t, ctx, std::move(keep), entry, call, bits, what);
   if (forked_child()) return;  // the driver is unusable in a forked child: leaked on purpose
   if (draining_here()) relax_capture_mode(*t);  // never an application thread's own mode
@@ -174,10 +178,19 @@ ScopedContext::ScopedContext(const DriverTable& table, CUcontext ctx) : table_(n
   }
   call<Entry::cuCtxPushCurrent>(table, "making a context current for a tether call", ctx);
   table_ = &table;
+  pusher_ = std::this_thread::get_id();
 }
 
 ScopedContext::~ScopedContext() {
   if (!table_) return;  // nothing was pushed
+  if (pusher_ != std::this_thread::get_id()) {
+    // An Edit dropped on another thread than the one that opened it: popping here would pop this
+    // thread's context. The push stays on the opening thread's stack (it had another context current).
+    report_error("restoring the caller's context",
+                 "an edit was dropped on another thread than the one that opened it; the context it pushed stays "
+                 "pushed on the opening thread (pop it there with cuCtxPopCurrent)");
+    return;
+  }
   CUcontext popped = nullptr;
   CUresult r = raw<Entry::cuCtxPopCurrent>(*table_, &popped);
   if (r != CUDA_SUCCESS) report_failure(*table_, Entry::cuCtxPopCurrent, r, "restoring the caller's context");

@@ -67,6 +67,7 @@ class ScopedContext {
 
  private:
   const DriverTable* table_;  // non-null when a push must be popped
+  std::thread::id pusher_;    // the thread whose stack holds the push
 };
 
 /// Switches the calling thread to CU_STREAM_CAPTURE_MODE_RELAXED for `table`'s driver, once per

@@ -2,6 +2,8 @@
 // SPDX-FileCopyrightText: 2026 The tether authors
 #include "runtime.hpp"
 
+#include "../attach/reclaimer.hpp"
+
 #include "../sim/state.hpp"
 
 namespace tether {
@@ -20,6 +22,8 @@ std::atomic<bool> g_announced{false};
 }  // namespace
 
 Runtime Runtime::cuda() {
+  detail::watch_fork();
+  detail::check_calls_allowed("Runtime::cuda");
   std::lock_guard lock(g_cuda_mutex);
   if (!g_cuda) {
     const char* path = env("TETHER_CUDA_LIBRARY");
@@ -29,6 +33,8 @@ Runtime Runtime::cuda() {
 }
 
 Runtime Runtime::simulated() {
+  detail::watch_fork();
+  detail::check_calls_allowed("Runtime::simulated");
   // Why a function-local static pointer: built once, thread-safely, and never destroyed.
   static const detail::DriverTable* table = sim::make_table().release();
   return Runtime(table);

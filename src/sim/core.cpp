@@ -124,8 +124,12 @@ Deferred& deferred() { return immortal<Deferred>(); }
 Callbacks& callbacks() { return immortal<Callbacks>(); }
 // Held by cuMemFree / cuMemFreeHost for their whole duration (including the wait for host
 // functions) and passed through by the allocations: on the H200 a cuMemAlloc on another thread
-// did not return while a cuMemFree waited for a blocked callback (block_probe "free" mode).
-std::mutex& memory_gate() { return immortal<std::mutex>(); }
+// did not return while a cuMemFree waited for a blocked callback (block_probe "free" mode), nor
+// did cuStreamCreate (the callback-blocking conformance case on the H200, 2026-12-01).
+std::mutex& memory_gate_impl() { return immortal<std::mutex>(); }
+}  // namespace
+std::mutex& memory_gate() { return memory_gate_impl(); }
+namespace {
 
 bool allowed_in_destructor(Entry e) {
   return e == Entry::cuStreamQuery || e == Entry::cuUserObjectRelease || e == Entry::cuUserObjectRetain ||

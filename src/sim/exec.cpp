@@ -476,15 +476,30 @@ CUresult sim_cuGraphExecKernelNodeSetParams(CUgraphExec h, CUgraphNode n, const 
     return CUDA_SUCCESS;
   });
 }
+// Whether one end of a copy is device memory (a unified address is resolved as the driver does).
+bool device_end(CUmemorytype t, CUdeviceptr d) {
+  return t == CU_MEMORYTYPE_DEVICE ||
+         (t == CU_MEMORYTYPE_UNIFIED && classify(static_cast<std::uintptr_t>(d), 1, true) != Range::unknown);
+}
+// An executable's memcpy node keeps where its ends live: the driver refuses an update whose
+// "memory operands' mappings changed" with INVALID_VALUE (seen on the H200 for device <-> pinned).
+CUresult set_exec_memcpy(ExecNode& x, const CUDA_MEMCPY3D& in, CUcontext ctx) {
+  const CUDA_MEMCPY3D& old = std::get<MemcpyP>(x.params).copy;
+  if (device_end(old.srcMemoryType, old.srcDevice) != device_end(in.srcMemoryType, in.srcDevice) ||
+      device_end(old.dstMemoryType, old.dstDevice) != device_end(in.dstMemoryType, in.dstDevice))
+    return fail(CUDA_ERROR_INVALID_VALUE, "an executable's memcpy update may not move an end between host and "
+                                          "device memory (the memory operands' mappings changed)");
+  MemcpyP m;
+  if (CUresult r = make_memcpy_params(in, ctx, m)) return r;
+  x.params = m;
+  return CUDA_SUCCESS;
+}
+
 CUresult sim_cuGraphExecMemcpyNodeSetParams(CUgraphExec h, CUgraphNode n, const CUDA_MEMCPY3D* p, CUcontext ctx) {
   TETHER_SIM_ENTER(cuGraphExecMemcpyNodeSetParams);
   if (!p) return CUDA_ERROR_INVALID_VALUE;
-  return update_node(h, n, CU_GRAPH_NODE_TYPE_MEMCPY, [&](ExecNode& x, int, Exec&) {
-    MemcpyP m;
-    if (CUresult r = make_memcpy_params(*p, ctx, m)) return r;
-    x.params = m;
-    return CUDA_SUCCESS;
-  });
+  return update_node(h, n, CU_GRAPH_NODE_TYPE_MEMCPY,
+                     [&](ExecNode& x, int, Exec&) { return set_exec_memcpy(x, *p, ctx); });
 }
 CUresult sim_cuGraphExecMemsetNodeSetParams(CUgraphExec h, CUgraphNode n, const CUDA_MEMSET_NODE_PARAMS* p,
                                             CUcontext ctx) {
@@ -569,10 +584,7 @@ CUresult sim_cuGraphExecNodeSetParams(CUgraphExec h, CUgraphNode n, CUgraphNodeP
     }
     case CU_GRAPH_NODE_TYPE_MEMCPY:
       return update_node(h, n, p->type, [&](ExecNode& x, int, Exec&) {
-        MemcpyP m;
-        if (CUresult r = make_memcpy_params(p->memcpy.copyParams, p->memcpy.copyCtx, m)) return r;
-        x.params = m;
-        return CUDA_SUCCESS;
+        return set_exec_memcpy(x, p->memcpy.copyParams, p->memcpy.copyCtx);
       });
     case CU_GRAPH_NODE_TYPE_MEMSET:
       return update_node(h, n, p->type, [&](ExecNode& x, int, Exec&) {

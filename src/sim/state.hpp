@@ -79,6 +79,9 @@ Range classify(std::uintptr_t p, std::size_t n, bool device_only);
 // Checks an operand of a copy/set/launch at execution time; records use_after_free if freed.
 bool check_operand(std::uintptr_t p, std::size_t n, bool device_only, std::string_view entry, const char* what);
 std::uintptr_t device_alloc(std::size_t bytes, int device, CUresult& err);
+// Held by a cuMemFree (or cuMemFreeHost) for its whole duration, waits for host callbacks
+// included; allocations and stream creation pass through it.
+std::mutex& memory_gate();
 void device_free_block(std::uintptr_t p);
 
 // Graph memory (alloc/free nodes). The address is reserved when the node is created and never

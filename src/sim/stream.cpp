@@ -523,6 +523,7 @@ CUresult sim_cuStreamCreate(CUstream* out, unsigned flags) {
   TETHER_SIM_ENTER(cuStreamCreate);
   if (!out || (flags & ~unsigned{CU_STREAM_NON_BLOCKING})) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = need_ctx()) return r;
+  { std::lock_guard gate(memory_gate()); }  // waits behind a cuMemFree blocked by a host callback
   *out = reinterpret_cast<CUstream>(make_stream(current_ctx(), flags));
   return CUDA_SUCCESS;
 }

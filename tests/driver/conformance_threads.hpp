@@ -22,6 +22,9 @@ namespace tether_test {
 /// Probe bound of "returns at once" / "does not return": the ctx_block_probe used 3 s; 200 ms is
 /// far above what a call that does not block takes, and far below a blocked callback's duration.
 inline constexpr int probe_ms = 200;
+// How long a call that "returns at once" may take on a loaded machine (a sanitizer build on two
+// cores): a call that blocks until the callback is released cannot return within it either.
+inline constexpr int quick_ms = 2000;
 
 struct Latch {
   std::atomic<int> entered{0};

@@ -174,11 +174,11 @@ TEST_CASE_FIXTURE(Fixture, "dropping tether objects inside a host callable is al
          std::size_t before = sim::stats().device_allocations;
          auto error = std::make_shared<std::string>();
          auto held = std::make_shared<std::optional<SharedBuffer<float>>>(ctx.alloc<float>(4).share());
-         CHECK(sim::stats().device_allocations == before + 1);
+         if (simulated) CHECK(sim::stats().device_allocations == before + 1);
          run_host(DropInside<SharedBuffer<float>>{held, error});
          CHECK(error->empty());
          CHECK(released());
-         CHECK(eventually([&] { return sim::stats().device_allocations == before; }));
+         if (simulated) CHECK(eventually([&] { return sim::stats().device_allocations == before; }));
        }},
       {"a Graph whose node keeps an owner", [&] {
          auto log = std::make_shared<WitnessLog>();
