@@ -63,6 +63,13 @@ CallbackScope::CallbackScope() noexcept { g_callbacks.fetch_add(1, std::memory_o
 CallbackScope::~CallbackScope() {
   if (g_callbacks.fetch_sub(1, std::memory_order_acq_rel) == 1) g_callbacks.notify_all();
 }
+namespace {
+std::atomic<int> g_blocking_releases{0};
+}  // namespace
+BlockingReleaseScope::BlockingReleaseScope() noexcept { g_blocking_releases.fetch_add(1, std::memory_order_acq_rel); }
+BlockingReleaseScope::~BlockingReleaseScope() { g_blocking_releases.fetch_sub(1, std::memory_order_acq_rel); }
+bool reclaimer_in_blocking_release() noexcept { return g_blocking_releases.load(std::memory_order_acquire) > 0; }
+
 void wait_for_no_callbacks() noexcept {
   for (int n = g_callbacks.load(std::memory_order_acquire); n != 0; n = g_callbacks.load(std::memory_order_acquire))
     g_callbacks.wait(n, std::memory_order_acquire);

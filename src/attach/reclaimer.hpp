@@ -78,6 +78,20 @@ class CallbackScope {
 };
 /// Waits until no tether host callable runs (the reclaimer, before a blocking release).
 void wait_for_no_callbacks() noexcept;
+/// Marks a blocking release (cuMemFree, cuMemFreeHost, cuModuleUnload) in progress on the
+/// reclaimer, for the scope of the object. Why: the wait for running callables and the release
+/// are not atomic — a callable that starts between them makes the release wait for it (the
+/// residual window of docs/design/attachments.md, "Blocking driver calls"); tests tell that case
+/// apart with reclaimer_in_blocking_release().
+class BlockingReleaseScope {
+ public:
+  BlockingReleaseScope() noexcept;
+  ~BlockingReleaseScope();
+  BlockingReleaseScope(const BlockingReleaseScope&) = delete;
+  BlockingReleaseScope& operator=(const BlockingReleaseScope&) = delete;
+};
+/// Whether the reclaimer is inside a blocking release right now.
+bool reclaimer_in_blocking_release() noexcept;
 
 /// Restores the capture modes tether's releases switched on this thread (end of a drain on a thread
 /// that is not the reclaimer's). Defined with the release rule in resources/context.cpp.

@@ -108,7 +108,13 @@ void release_core(const DriverTable* t, CUcontext ctx, ContextPtr keep, Entry en
       return defer_release(t, ctx, std::move(keep), entry, call, bits, what);
     if (entered != CUDA_SUCCESS) return report_failure(*t, Entry::cuCtxSetCurrent, entered, what);
   }
-  CUresult r = call(*t, bits);
+  CUresult r = CUDA_SUCCESS;
+  if (blocking) {
+    BlockingReleaseScope releasing;
+    r = call(*t, bits);
+  } else {
+    r = call(*t, bits);
+  }
   if (pop) {
     CUcontext popped = nullptr;
     CUresult p = raw<Entry::cuCtxPopCurrent>(*t, &popped);

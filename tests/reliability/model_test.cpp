@@ -75,7 +75,8 @@ TEST_CASE_FIXTURE(DslFixture,
   }
   MESSAGE("model check: " << all.operations << " operations in " << all.sequences << " sequences ("
                           << std::size(seeds) << " seeds), " << all.owners << " owners tracked, "
-                          << all.launches << " launches, " << all.liveness_checks << " liveness checks");
+                          << all.launches << " launches, " << all.liveness_checks << " liveness checks, "
+                          << tether_model::window_hits.load() << " gates in the documented residual window");
   CHECK(all.operations >= (TETHER_MODEL_TSAN ? 10000u : 50000u));
 }
 
