@@ -16,6 +16,38 @@ void throw_empty_argument(std::string_view what, std::size_t index, std::string_
                                what, index, type));
 }
 
+void throw_empty_endpoint(std::string_view what, const char* end, std::string_view kind) {
+  throw UsageError(fmt::format("{}: the {} ({}) is moved from or empty", what, end, kind));
+}
+
+void throw_stale_inserter(std::string_view what) {
+  throw UsageError(fmt::format("{}: this insertion point belongs to an edit that has ended (committed or rolled back); "
+                               "make insertion points from an open edit and use them right away",
+                               what));
+}
+
+void throw_size_error(std::string_view what, SizeError e, std::size_t a, std::size_t b) {
+  switch (e) {
+    case SizeError::memset_unknown:
+      throw UsageError(fmt::format("{}: the destination's size is unknown; pass tether::unowned(p, count)", what));
+    case SizeError::memset_multiple:
+      throw UsageError(fmt::format("{}: the destination has {} bytes, which is not a multiple of the {}-byte value (a "
+                                   "memset node sets whole {}-byte elements; use a value of the element's width)",
+                                   what, a, b, b));
+    case SizeError::memcpy_overflow:
+      throw UsageError(fmt::format("{}: copying {} source elements of {} bytes overflows", what, a, b));
+    case SizeError::memcpy_unknown:
+      throw UsageError(fmt::format("{}: nothing to copy: the source's element count is unknown; pass a count", what));
+    case SizeError::memcpy_source:
+      throw UsageError(fmt::format("{}: the source has {} bytes, fewer than the {} bytes copied", what, a, b));
+    case SizeError::memcpy_destination:
+      throw UsageError(fmt::format("{}: the destination has {} bytes, fewer than the {} bytes copied", what, a, b));
+    case SizeError::alloc_overflow:
+      throw UsageError(fmt::format("{}: allocating {} elements of {} bytes: the size overflows", what, a, b));
+  }
+  throw UsageError(std::string(what));
+}
+
 void throw_zero_dimension(std::string_view what, const char* which, unsigned x, unsigned y, unsigned z) {
   throw UsageError(fmt::format("{}: the {} dimensions ({}, {}, {}) contain a 0; every dimension is at least 1", what,
                                which, x, y, z));

@@ -160,6 +160,12 @@ std::span<NodeRecord* const> no_deps() noexcept;
 [[noreturn]] void throw_finished_edit();
 [[noreturn]] void throw_empty_argument(std::string_view what, std::size_t index, std::string_view type);
 [[noreturn]] void throw_zero_dimension(std::string_view what, const char* which, unsigned x, unsigned y, unsigned z);
+[[noreturn]] void throw_empty_endpoint(std::string_view what, const char* end, std::string_view kind);
+[[noreturn]] void throw_stale_inserter(std::string_view what);
+// Why out of line: header mode under nvcc has no {fmt}, and the messages are built only on failure.
+enum class SizeError { memset_unknown, memset_multiple, memcpy_overflow, memcpy_unknown, memcpy_source,
+                       memcpy_destination, alloc_overflow };
+[[noreturn]] void throw_size_error(std::string_view what, SizeError e, std::size_t a, std::size_t b);
 /// Throws UsageError if a grid or block dimension is 0 (the driver would refuse it later).
 inline void check_dims(std::string_view what, Grid g, Block b) {
   if (g.x == 0 || g.y == 0 || g.z == 0) throw_zero_dimension(what, "grid", g.x, g.y, g.z);
@@ -187,7 +193,7 @@ void check_launch(std::string_view what, Grid g, Block b, const A&... a) {
 template <class A>
 void check_endpoint(std::string_view what, const char* end, const A& a) {
   if constexpr (!IsUnowned<Bare<A>>::value)
-    if (!a) throw UsageError(fmt::format("{}: the {} ({}) is moved from or empty", what, end, endpoint_kind<A>()));
+    if (!a) throw_empty_endpoint(what, end, endpoint_kind<A>());
 }
 void check_not_body(const Box& box, const char* what);
 CUcontext context_handle(const Context& c) noexcept;
@@ -260,11 +266,9 @@ CUDA_MEMSET_NODE_PARAMS memset_params_of(std::string_view what, Dst& dst, const 
   check_endpoint(what, "destination", dst);
   const std::size_t bytes = endpoint_bytes(dst);
   if (bytes == 0)
-    throw UsageError(fmt::format("{}: the destination's size is unknown; pass tether::unowned(p, count)", what));
+    throw_size_error(what, SizeError::memset_unknown, 0, 0);
   if (bytes % sizeof(T) != 0)
-    throw UsageError(fmt::format("{}: the destination has {} bytes, which is not a multiple of the {}-byte value "
-                                 "(a memset node sets whole {}-byte elements; use a value of the element's width)",
-                                 what, bytes, sizeof(T), sizeof(T)));
+    throw_size_error(what, SizeError::memset_multiple, bytes, sizeof(T));
   CUDA_MEMSET_NODE_PARAMS p{};
   p.dst = static_cast<CUdeviceptr>(detail::endpoint_address(dst));
   p.value = detail::memset_bits(value);
@@ -281,15 +285,14 @@ CUDA_MEMCPY3D memcpy_params_of(std::string_view what, Dst& dst, Src& src, std::s
   constexpr std::size_t elem = sizeof(detail::EndpointElem<Src>);
   const std::size_t have = endpoint_bytes(src), cap = endpoint_bytes(dst);
   if (count > std::numeric_limits<std::size_t>::max() / elem)
-    throw UsageError(fmt::format("{}: copying {} source elements of {} bytes overflows", what, count, elem));
+    throw_size_error(what, SizeError::memcpy_overflow, count, elem);
   const std::size_t bytes = count ? count * elem : have;
   if (bytes == 0)
-    throw UsageError(fmt::format("{}: nothing to copy: the source's element count is unknown; pass a count", what));
+    throw_size_error(what, SizeError::memcpy_unknown, 0, 0);
   if (have && have < bytes)
-    throw UsageError(fmt::format("{}: the source has {} bytes, fewer than the {} bytes copied", what, have, bytes));
+    throw_size_error(what, SizeError::memcpy_source, have, bytes);
   if (cap && cap < bytes)
-    throw UsageError(
-        fmt::format("{}: the destination has {} bytes, fewer than the {} bytes copied", what, cap, bytes));
+    throw_size_error(what, SizeError::memcpy_destination, cap, bytes);
   CUDA_MEMCPY3D c{};
   c.srcMemoryType = detail::endpoint_type<Src&>();
   c.dstMemoryType = detail::endpoint_type<Dst&>();
@@ -473,8 +476,7 @@ class Builder {
       detail::check_not_body(*s.box, "alloc");
       if (count == 0) throw UsageError("Edit::alloc: allocating 0 elements: a graph allocation cannot be empty");
       if (count > std::numeric_limits<std::size_t>::max() / sizeof(T))
-        throw UsageError(fmt::format("Edit::alloc: allocating {} elements of {} bytes: the size overflows", count,
-                                     sizeof(T)));
+        detail::throw_size_error("Edit::alloc", detail::SizeError::alloc_overflow, count, sizeof(T));
       CUDA_MEM_ALLOC_NODE_PARAMS p{};
       p.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
       p.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
@@ -574,9 +576,7 @@ class BasicInserter : public Builder<BasicInserter<InBody>, InBody> {
   detail::Site site(std::string_view what) {
     detail::check_calls_allowed(what);
     if (!tx_ || !tx_->active())
-      throw UsageError(fmt::format("{}: this insertion point belongs to an edit that has ended (committed or rolled "
-                                   "back); make insertion points from an open edit and use them right away",
-                                   what));
+      detail::throw_stale_inserter(what);
     tx_->check_thread(what);
     return {tx_.get(), box_, deps(), &keeping_, ctx_};
   }
