@@ -481,11 +481,13 @@ bool device_end(CUmemorytype t, CUdeviceptr d) {
   return t == CU_MEMORYTYPE_DEVICE ||
          (t == CU_MEMORYTYPE_UNIFIED && classify(static_cast<std::uintptr_t>(d), 1, true) != Range::unknown);
 }
-// An executable's memcpy node keeps where its ends live: the driver refuses an update whose
-// "memory operands' mappings changed" with INVALID_VALUE (seen on the H200 for device <-> pinned).
+// An executable's memcpy node keeps where its ends live and how they are named: the driver refuses
+// an update whose "memory operands' mappings changed" with INVALID_VALUE (seen on the H200 for
+// device <-> pinned, and for a device end given as CU_MEMORYTYPE_UNIFIED instead of DEVICE).
 CUresult set_exec_memcpy(ExecNode& x, const CUDA_MEMCPY3D& in, CUcontext ctx) {
   const CUDA_MEMCPY3D& old = std::get<MemcpyP>(x.params).copy;
-  if (device_end(old.srcMemoryType, old.srcDevice) != device_end(in.srcMemoryType, in.srcDevice) ||
+  if (old.srcMemoryType != in.srcMemoryType || old.dstMemoryType != in.dstMemoryType ||
+      device_end(old.srcMemoryType, old.srcDevice) != device_end(in.srcMemoryType, in.srcDevice) ||
       device_end(old.dstMemoryType, old.dstDevice) != device_end(in.dstMemoryType, in.dstDevice))
     return fail(CUDA_ERROR_INVALID_VALUE, "an executable's memcpy update may not move an end between host and "
                                           "device memory (the memory operands' mappings changed)");

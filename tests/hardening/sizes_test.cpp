@@ -221,10 +221,11 @@ struct MemcpySites {
   template <class MakeDst, class MakeSrc>
   Table sites(const std::string& name, MakeDst make_dst, MakeSrc make_src, std::size_t count) {
     // The node of `exec` copies device to device; the driver refuses an executable update that
-    // changes where an end lives ("the memory operands' mappings changed": INVALID_VALUE, seen on
-    // the H200), so the executable site takes device ends only.
-    constexpr bool pinned_end = tether::detail::Endpoint<decltype(make_dst())>::pinned ||
-                                tether::detail::Endpoint<decltype(make_src())>::pinned;
+    // changes where an end lives or how it is named ("the memory operands' mappings changed":
+    // INVALID_VALUE, seen on the H200 for pinned ends and for unowned ones, which tether names
+    // CU_MEMORYTYPE_UNIFIED), so the executable site takes device buffers only.
+    constexpr bool pinned_end = !tether::detail::Endpoint<decltype(make_dst())>::device ||
+                                !tether::detail::Endpoint<decltype(make_src())>::device;
     Table t = {
         {name + " / Edit::memcpy", [=, this] {
            Graph one{f.ctx};
