@@ -150,7 +150,23 @@ std::shared_ptr<Hierarchy> Hierarchy::adopt(const DriverTable& drv, CUgraph root
   return h;
 }
 
+namespace {
+// TETHER_REPORT_LEAKS=1: graphs still alive at exit are reported (a host callable that captures
+// its own graph's node, view or executable keeps that graph alive through its own owners).
+void report_leaks_at_exit() {
+  const char* v = std::getenv("TETHER_REPORT_LEAKS");
+  if (!v || !*v || std::string_view(v) == "0") return;
+  if (std::size_t n = Hierarchy::live())
+    std::fprintf(stderr,
+                 "tether: %zu graph hierarch%s still alive at exit (a graph, clone, view or node handle not "
+                 "dropped, or a host callable that captures its own graph's node, view or executable)\n",
+                 n, n == 1 ? "y" : "ies");
+}
+}  // namespace
+
 std::shared_ptr<Hierarchy> Hierarchy::create(const DriverTable& drv) {
+  static const bool registered = [] { return std::atexit(&report_leaks_at_exit) == 0; }();
+  (void)registered;
   CUgraph g = nullptr;
   call<Entry::cuGraphCreate>(drv, "creating a graph", &g, 0u);
   return adopt(drv, g);
