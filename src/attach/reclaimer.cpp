@@ -95,11 +95,16 @@ void Reclaimer::ensure_started() {
   started_.store(true, std::memory_order_release);
 }
 
-void Reclaimer::push(Reclaimable* item) noexcept {
-  Reclaimable* h = head_.load(std::memory_order_relaxed);
+Reclaimable* Reclaimer::push_onto(std::atomic<Reclaimable*>& head, Reclaimable* item) noexcept {
+  Reclaimable* h = head.load(std::memory_order_relaxed);
   do {
     item->next_ = h;
-  } while (!head_.compare_exchange_weak(h, item, std::memory_order_release, std::memory_order_relaxed));
+  } while (!head.compare_exchange_weak(h, item, std::memory_order_release, std::memory_order_relaxed));
+  return h;
+}
+
+void Reclaimer::push(Reclaimable* item) noexcept {
+  Reclaimable* h = push_onto(head_, item);
   pushed_.fetch_add(1, std::memory_order_acq_rel);
   // Only the push that makes the queue non-empty wakes the thread. Why that is enough: the thread
   // reads wake_ before it takes the queue, so an item pushed onto a non-empty queue is taken by
@@ -112,10 +117,7 @@ void Reclaimer::push(Reclaimable* item) noexcept {
 }
 
 void Reclaimer::push_to_thread(Reclaimable* item) noexcept {
-  Reclaimable* h = thread_head_.load(std::memory_order_relaxed);
-  do {
-    item->next_ = h;
-  } while (!thread_head_.compare_exchange_weak(h, item, std::memory_order_release, std::memory_order_relaxed));
+  push_onto(thread_head_, item);
   thread_pending_.fetch_add(1, std::memory_order_acq_rel);
   wake_.fetch_add(1, std::memory_order_release);
   wake_.notify_one();

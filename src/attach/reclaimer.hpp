@@ -147,6 +147,8 @@ class Reclaimer {
   void run();
   static void at_exit() noexcept;
   std::size_t drain_list(std::atomic<Reclaimable*>& head, bool thread_list) noexcept;
+  /// Pushes onto a lock-free stack; returns the previous head.
+  static Reclaimable* push_onto(std::atomic<Reclaimable*>& head, Reclaimable* item) noexcept;
 
   std::atomic<Reclaimable*> head_{nullptr};
   std::atomic<Reclaimable*> thread_head_{nullptr};  // for the reclaimer's thread only
