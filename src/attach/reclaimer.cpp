@@ -240,6 +240,9 @@ std::size_t reclaim() noexcept {
 
 bool wait_reclaimed(std::chrono::milliseconds timeout) {
   detail::check_calls_allowed("tether::wait_reclaimed");
+  if (detail::on_reclaimer_thread())
+    throw UsageError("tether::wait_reclaimed cannot be called on tether's reclaimer (an owner's destructor): it "
+                     "would wait for itself");
   return detail::Reclaimer::instance().wait_idle(timeout);
 }
 

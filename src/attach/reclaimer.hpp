@@ -179,7 +179,7 @@ std::size_t reclaim() noexcept;
 /// returns whether it was. It does not wait for user objects the driver releases later (CUDA
 /// queues a release when the last graph, executable or launch using an attachment lets go, up to
 /// a few hundred microseconds after that): `wait_released(ctx, timeout)` waits for those too.
-/// Throws UsageError inside a host callback.
+/// Throws UsageError inside a host callback and on the reclaimer itself (an owner's destructor).
 bool wait_reclaimed(std::chrono::milliseconds timeout);
 
 }  // namespace tether

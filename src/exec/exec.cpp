@@ -503,6 +503,9 @@ struct Sentinel {
 
 bool wait_released(const Context& ctx, std::chrono::milliseconds timeout) {
   detail::check_calls_allowed("tether::wait_released");
+  if (detail::on_reclaimer_thread())
+    throw UsageError("tether::wait_released cannot be called on tether's reclaimer (an owner's destructor): it "
+                     "would wait for itself");
   using namespace detail;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   const DriverTable& drv = table_of(ctx.runtime());

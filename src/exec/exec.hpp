@@ -62,7 +62,8 @@ std::size_t live_graphs() noexcept;
 /// launched on a stream of its own and destroyed) and returns once the sentinel and everything
 /// queued before it were released. Launches still in flight keep what they use. Runs in RELAXED
 /// capture mode, so it does not invalidate another thread's capture. Throws UsageError inside a
-/// host callback, DriverError if the sentinel cannot be made.
+/// host callback or on the reclaimer (an owner's destructor), DriverError if the sentinel cannot
+/// be made.
 bool wait_released(const Context& ctx, std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
 /// An executable graph (CUgraphExec) made by `Graph::instantiate`. It keeps every owner its

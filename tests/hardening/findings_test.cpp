@@ -358,6 +358,31 @@ TEST_CASE_FIXTURE(DslFixture, "finding 22: wait_released waits for the releases 
   CHECK(log->outside_reclaimer.load() == 0);
 }
 
+TEST_CASE_FIXTURE(DslFixture, "waiting for the reclaimer from an owner's destructor on the reclaimer throws instead of "
+                              "waiting for itself") {
+  auto said = std::make_shared<std::string>();
+  struct Waits {
+    std::shared_ptr<std::string> said;
+    Context ctx;
+    Waits(std::shared_ptr<std::string> s, Context c) : said(std::move(s)), ctx(std::move(c)) {}
+    Waits(Waits&& o) noexcept : said(std::move(o.said)), ctx(o.ctx) {}
+    ~Waits() {
+      if (!said) return;
+      try {
+        (void)wait_released(ctx, 1s);
+      } catch (const UsageError& e) {
+        *said = e.what();
+      }
+    }
+  };
+  {
+    Graph g{ctx};
+    g.edit([&](Edit& e) { e.after().keeping(Owners{Waits(said, ctx)}).empty(); });
+  }
+  CHECK(wait_released(ctx, 5s));
+  CHECK(contains(*said, "would wait for itself"));
+}
+
 TEST_CASE_FIXTURE(DslFixture, "finding 25: a whole update the driver refuses without filling in the result is reported "
                               "as an error, not a success") {
   if (!simulated) return;  // fault injection is the simulator's
