@@ -170,9 +170,12 @@ class Reclaimer {
 TETHER_EXPORT namespace tether {
 
 /// Releases, on the calling thread, every owner whose last CUDA consumer is gone and that the
-/// reclaimer has not released yet. Returns how many attachments (or deferred resources) were
-/// released. Thread safety: safe to call from any thread where CUDA calls are allowed, concurrently
-/// with the reclaimer thread; inside a host callback it does nothing and returns 0.
+/// reclaimer has not released yet — except frees and unloads (cuMemFree, cuMemFreeHost,
+/// cuModuleUnload), which block while any host callback runs and are handed to the reclaimer's own
+/// thread instead. Returns how many attachments (or deferred resources) were handled. Runs in
+/// RELAXED capture mode and restores the thread's mode. Thread safety: safe to call from any thread
+/// where CUDA calls are allowed, concurrently with the reclaimer thread; inside a host callback or a
+/// forked child it does nothing and returns 0.
 std::size_t reclaim() noexcept;
 
 /// Waits until everything already queued for release has been released, or `timeout` passes;
