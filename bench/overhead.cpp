@@ -28,7 +28,8 @@ namespace {
 struct FakeUserObject {
   void* ptr;
   CUhostFn destroy;
-  unsigned refs;
+  // Atomic: executables are destroyed on tether's reclaimer, concurrently with the measuring thread.
+  std::atomic<unsigned> refs;
   std::size_t slot = 0;  // where the (one) graph holding it keeps it: releases are O(1)
 };
 struct FakeGraph {
@@ -39,8 +40,7 @@ float* g_arg = nullptr;
 void* g_args[1] = {&g_arg};
 
 void drop(FakeUserObject* u, unsigned n) {
-  u->refs -= n;
-  if (u->refs == 0) {
+  if (u->refs.fetch_sub(n, std::memory_order_acq_rel) == n) {
     u->destroy(u->ptr);
     delete u;
   }
