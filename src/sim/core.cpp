@@ -613,6 +613,17 @@ CUresult sim_cuFuncGetAttribute(int* pi, CUfunction_attribute a, CUfunction f) {
   *pi = a == CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK ? 1024 : 0;
   return CUDA_SUCCESS;
 }
+// Interim entries until the launch-attribute model lands (replaced by it).
+CUresult sim_cuFuncSetAttribute(CUfunction f, CUfunction_attribute a, int v) {
+  TETHER_SIM_ENTER(cuFuncSetAttribute);
+  if (!function_of(f)) return CUDA_ERROR_INVALID_HANDLE;
+  if (a == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES && (v < 0 || v > 232448)) return CUDA_ERROR_INVALID_VALUE;
+  return CUDA_SUCCESS;
+}
+CUresult sim_cuFuncGetParamInfo(CUfunction, std::size_t, std::size_t*, std::size_t*) {
+  TETHER_SIM_ENTER(cuFuncGetParamInfo);
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
 
 // ----------------------------------------------------------------------------- user objects
 
@@ -950,6 +961,8 @@ void fill_core(tether::detail::DriverTable& t) {
   t.set<Entry::cuLibraryGetKernel>(&sim_cuLibraryGetKernel);
   t.set<Entry::cuKernelGetFunction>(&sim_cuKernelGetFunction);
   t.set<Entry::cuFuncGetAttribute>(&sim_cuFuncGetAttribute);
+  t.set<Entry::cuFuncSetAttribute>(&sim_cuFuncSetAttribute);
+  t.set<Entry::cuFuncGetParamInfo>(&sim_cuFuncGetParamInfo);
   t.set<Entry::cuUserObjectCreate>(&sim_cuUserObjectCreate);
   t.set<Entry::cuUserObjectRetain>(&sim_cuUserObjectRetain);
   t.set<Entry::cuUserObjectRelease>(&sim_cuUserObjectRelease);

@@ -1032,6 +1032,14 @@ CUresult sim_cuGraphReleaseUserObject(CUgraph h, CUuserObject o, unsigned n) {
 
 }  // namespace
 
+// Interim entries until the launch-attribute model lands (replaced by it).
+CUresult sim_cuGraphKernelNodeGetAttribute(CUgraphNode, CUkernelNodeAttrID, CUkernelNodeAttrValue*) {
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+CUresult sim_cuGraphKernelNodeSetAttribute(CUgraphNode, CUkernelNodeAttrID, const CUkernelNodeAttrValue*) {
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+
 void fill_graph(tether::detail::DriverTable& t) {
   using tether::detail::Entry;
   t.set<Entry::cuGraphCreate>(&sim_cuGraphCreate);
@@ -1054,6 +1062,8 @@ void fill_graph(tether::detail::DriverTable& t) {
   t.set<Entry::cuGraphNodeSetParams>(&sim_cuGraphNodeSetParams);
   t.set<Entry::cuGraphKernelNodeGetParams>(&sim_cuGraphKernelNodeGetParams);
   t.set<Entry::cuGraphKernelNodeSetParams>(&sim_cuGraphKernelNodeSetParams);
+  t.set<Entry::cuGraphKernelNodeGetAttribute>(&sim_cuGraphKernelNodeGetAttribute);
+  t.set<Entry::cuGraphKernelNodeSetAttribute>(&sim_cuGraphKernelNodeSetAttribute);
   t.set<Entry::cuGraphMemcpyNodeGetParams>(&sim_cuGraphMemcpyNodeGetParams);
   t.set<Entry::cuGraphMemcpyNodeSetParams>(&sim_cuGraphMemcpyNodeSetParams);
   t.set<Entry::cuGraphMemsetNodeGetParams>(&sim_cuGraphMemsetNodeGetParams);
