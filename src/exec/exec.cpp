@@ -135,7 +135,7 @@ struct ExecState {
     if (on_reclaimer_thread())
       destroy();
     else
-      defer_to_reclaimer(destroy);
+      run_on_reclaimer(destroy);
   }
 };
 

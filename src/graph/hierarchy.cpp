@@ -183,7 +183,7 @@ Hierarchy::~Hierarchy() {
   // run user-object destructors here, which only queue attachments for the reclaimer.
   CUresult r = cuda_forbidden_here() ? CUDA_ERROR_NOT_PERMITTED : raw<Entry::cuGraphDestroy>(*d, root);
   if (r == CUDA_ERROR_NOT_PERMITTED)
-    defer_to_reclaimer([d, root] {
+    run_on_reclaimer([d, root] {
       CUresult rr = raw<Entry::cuGraphDestroy>(*d, root);
       if (rr != CUDA_SUCCESS) report_error("destroying a graph on the reclaimer", result_name(rr));
     });

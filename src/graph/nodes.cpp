@@ -131,7 +131,7 @@ const NodeAttachment& kernel_version(const NodeRecord& r, std::string_view what)
 
 NodeRecord* embed(Transaction& tx, Box& box, std::span<NodeRecord* const> deps, Hierarchy& source, Owners&& owners,
                   Box** embedded) {
-  UnusedOwners guard(owners);
+  ReleaseIfUnused guard(owners);
   if (&source == &tx.hierarchy())
     throw UsageError("a graph cannot embed itself or a graph of its own hierarchy (the driver crashes on a graph "
                      "that contains itself)");

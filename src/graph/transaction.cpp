@@ -59,7 +59,7 @@ NodeRecord* Transaction::check_node(const NodeRef& n, const char* what) const {
 
 NodeRecord* Transaction::add(Box& box, std::span<NodeRecord* const> deps, CUgraphNodeParams& params, Owners&& owners,
                              std::string_view what, AfterAdd after) {
-  UnusedOwners guard(owners);
+  ReleaseIfUnused guard(owners);
   if (box.hierarchy != h_.get() || box.retired.load()) [[unlikely]]
     throw UsageError(fmt::format("cannot add {}: the graph view is invalid or belongs to another graph", what));
   // Most nodes have a few dependencies: keep them on the stack.
@@ -111,7 +111,7 @@ NodeRecord* Transaction::add(Box& box, std::span<NodeRecord* const> deps, CUgrap
 }
 
 void Transaction::update(NodeRecord* r, Owners&& owners, ApplyFn apply, Undo undo) {
-  UnusedOwners guard(owners);
+  ReleaseIfUnused guard(owners);
   reserve_one();
   Staged st = prepare(*h_->drv, r->box->graph, std::move(owners));
   try {

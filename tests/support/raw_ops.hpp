@@ -69,7 +69,7 @@ inline NodeRecord* add_kernel(Transaction& tx, Box& box, std::span<NodeRecord* c
 }
 inline void update_kernel(Transaction& tx, NodeRecord* r, const KernelCall& next, const KernelCall& previous,
                           Owners&& owners, std::string_view what) {
-  UnusedOwners guard(owners);
+  ReleaseIfUnused guard(owners);
   Undo undo = raw_ops_detail::keep(tx, previous, [](const DriverTable& drv, CUgraphNode node, const void* s) {
     return raw<Entry::cuGraphKernelNodeSetParams>(drv, node, static_cast<const KernelCall*>(s)->get());
   });
@@ -88,7 +88,7 @@ inline NodeRecord* add_host(Transaction& tx, Box& box, std::span<NodeRecord* con
   return tx.add(box, deps, p, std::move(owners), "a host node");
 }
 inline void update_host(Transaction& tx, NodeRecord* r, CUhostFn fn, void* data, Owners&& owners) {
-  UnusedOwners guard(owners);
+  ReleaseIfUnused guard(owners);
   Undo undo = HostSaved::save(*tx.hierarchy().drv, r->node, tx.arena());
   CUgraphNodeParams p{};
   p.type = CU_GRAPH_NODE_TYPE_HOST;
