@@ -87,8 +87,9 @@ bool wait_released(const Context& ctx, std::chrono::milliseconds timeout = std::
 /// independent. No member may be called inside a host callback (UsageError): an application whose
 /// host node waits for it updates and launches from its own thread, and tether then makes no
 /// driver call there that waits for that callback.
-class GraphExec {
+class GraphExec : public NodeUpdates<GraphExec> {
  public:
+  using NodeUpdates<GraphExec>::update;
   GraphExec(GraphExec&&) noexcept;
   GraphExec& operator=(GraphExec&&) noexcept;
   GraphExec(const GraphExec&) = delete;
@@ -116,40 +117,11 @@ class GraphExec {
   /// Throws DriverError for other failures, UsageError for an invalid graph.
   UpdateResult update(const Graph& graph);
 
-  /// Per-node update of a kernel node (cuGraphExecNodeSetParams): dimensions, dynamic shared
-  /// memory and arguments, checked like `Edit::launch`. Changes this executable only (not the
-  /// graph). A Launch that sets a node attribute throws UsageError (an executable's attributes
-  /// cannot change per node; see Launch). The new owners (the arguments and the node's kernel) are
-  /// kept until superseded and no launch can use them. `node` must be a node of the graph this
-  /// executable was instantiated from. A rejected update throws DriverError and releases its
-  /// owners; the executable keeps running its previous version.
-  template <class... P, class... A>
-  void update(const Node<KernelNode<P...>>& node, const Launch& launch, A&&... args) {
-    do_update(nullptr, node, launch, std::forward<A>(args)...);
-  }
-  /// Shorthand for `update(node, Launch{grid, block}, args...)`.
-  template <class... P, class... A>
-  void update(const Node<KernelNode<P...>>& node, Grid grid, Block block, A&&... args) {
-    do_update(nullptr, node, Launch{grid, block}, std::forward<A>(args)...);
-  }
-  /// Per-node update of a memset node (cuGraphExecNodeSetParams).
-  template <class Dst, class T>
-  void update(const Node<MemsetNode>& node, Dst&& dst, const T& value) {
-    do_update(nullptr, node, std::forward<Dst>(dst), value);
-  }
-  /// Per-node update of a memcpy node (cuGraphExecNodeSetParams).
-  template <class Dst, class Src>
-  void update(const Node<MemcpyNode>& node, Dst&& dst, Src&& src, std::size_t count = 0) {
-    do_update(nullptr, node, std::forward<Dst>(dst), std::forward<Src>(src), count);
-  }
-  /// Per-node update of a host node (cuGraphExecNodeSetParams).
-  template <class F>
-  void update(const Node<HostNode>& node, F&& fn) {
-    do_update(nullptr, node, std::forward<F>(fn));
-  }
-  /// Per-node update of an event record / wait node (cuGraphExecNodeSetParams).
-  void update(const Node<EventRecordNode>& node, const Event& event) { do_update(nullptr, node, event); }
-  void update(const Node<EventWaitNode>& node, const Event& event) { do_update(nullptr, node, event); }
+  /// Per-node updates (NodeUpdates): they change this executable only (not the graph), through
+  /// cuGraphExecNodeSetParams; `node` must be a node of the graph this executable was instantiated
+  /// from. The new owners are kept until superseded and no launch can use them. A rejected update
+  /// throws DriverError and releases its owners; the executable keeps running its previous version.
+  /// A kernel update's Launch may change dimensions and dynamic shared memory but no attribute.
   /// Per-node update of a child graph node with a copy of `graph` (cuGraphExecChildGraphNodeSetParams,
   /// same topology required): the executable drops the old child's references and takes `graph`'s.
   void update(const Node<ChildNode>& node, const Graph& graph);
@@ -184,6 +156,7 @@ class GraphExec {
 
  private:
   friend class Graph;
+  friend class NodeUpdates<GraphExec>;
   explicit GraphExec(std::shared_ptr<detail::ExecState> s) noexcept : s_(std::move(s)) {}
   detail::ExecState& live(std::string_view call) const;
   // The one per-node update path: checks `n` once under its graph's publish lock, then

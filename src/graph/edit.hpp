@@ -18,6 +18,7 @@
 #include "kinds/memcpy.hpp"
 #include "kinds/memory.hpp"
 #include "kinds/memset.hpp"
+#include "updates.hpp"
 
 namespace tether::detail {
 
@@ -321,8 +322,9 @@ class BasicEditUpdate;
 /// Not copyable or movable; it belongs to the thread that opened it: using it on another thread
 /// throws UsageError. Dropping it on another thread is defined: the rollback runs there.
 template <bool InBody>
-class BasicEdit : public Builder<BasicEdit<InBody>, InBody> {
+class BasicEdit : public Builder<BasicEdit<InBody>, InBody>, public NodeUpdates<BasicEdit<InBody>> {
  public:
+  using NodeUpdates<BasicEdit<InBody>>::update;
   /// Rolls back what was not committed (cuGraphDestroyNode, the previous parameters restored...).
   ~BasicEdit() {
     if (tx_ && tx_->active()) tx_->rollback();
@@ -353,39 +355,6 @@ class BasicEdit : public Builder<BasicEdit<InBody>, InBody> {
   /// Extra owners belong to one version: a later update does not carry them over.
   BasicEditUpdate<InBody> keeping(Owners&& owners);
 
-  /// Changes a kernel node's launch configuration and arguments (cuGraphNodeSetParams; the
-  /// Launch's attributes with cuGraphKernelNodeSetAttribute, the others kept); the same
-  /// compile-time checks as launch(). The new arguments' owners (and the node's kernel) become
-  /// the node's version at commit; the previous version is released after that (executables keep
-  /// theirs).
-  template <class... P, class... A>
-  void update(const Node<KernelNode<P...>>& node, const Launch& launch, A&&... args) {
-    do_update(nullptr, node, launch, std::forward<A>(args)...);
-  }
-  /// Shorthand for `update(node, Launch{grid, block}, args...)`.
-  template <class... P, class... A>
-  void update(const Node<KernelNode<P...>>& node, Grid grid, Block block, A&&... args) {
-    do_update(nullptr, node, Launch{grid, block}, std::forward<A>(args)...);
-  }
-  /// Changes a memset node's destination and value (cuGraphNodeSetParams).
-  template <class Dst, class T>
-  void update(const Node<MemsetNode>& node, Dst&& dst, const T& value) {
-    do_update(nullptr, node, std::forward<Dst>(dst), value);
-  }
-  /// Changes a memcpy node's ends (cuGraphNodeSetParams).
-  template <class Dst, class Src>
-  void update(const Node<MemcpyNode>& node, Dst&& dst, Src&& src, std::size_t count = 0) {
-    do_update(nullptr, node, std::forward<Dst>(dst), std::forward<Src>(src), count);
-  }
-  /// Replaces a host node's callable (cuGraphNodeSetParams).
-  template <class F>
-  void update(const Node<HostNode>& node, F&& fn) {
-    do_update(nullptr, node, std::forward<F>(fn));
-  }
-  /// Changes the event of an event record node (cuGraphNodeSetParams).
-  void update(const Node<EventRecordNode>& node, const Event& event) { do_update(nullptr, node, event); }
-  /// Changes the event of an event wait node (cuGraphNodeSetParams).
-  void update(const Node<EventWaitNode>& node, const Event& event) { do_update(nullptr, node, event); }
   /// Any other combination does not compile: update takes the parameters of the node's own kind.
   template <class K, class... A>
   void update(const Node<K>&, const A&...) {
@@ -444,6 +413,7 @@ class BasicEdit : public Builder<BasicEdit<InBody>, InBody> {
   friend class BasicInserter;
   template <bool>
   friend class BasicEditUpdate;
+  friend class NodeUpdates<BasicEdit<InBody>>;
   friend class Graph;
   template <bool>
   friend class BasicGraphRef;

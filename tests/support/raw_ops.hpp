@@ -89,7 +89,7 @@ inline NodeRecord* add_host(Transaction& tx, Box& box, std::span<NodeRecord* con
 }
 inline void update_host(Transaction& tx, NodeRecord* r, CUhostFn fn, void* data, Owners&& owners) {
   ReleaseIfUnused guard(owners);
-  Undo undo = HostSaved::save(*tx.hierarchy().drv, r->node, tx.arena());
+  Undo undo = HostSaved::save(*tx.hierarchy().drv, r->node, tx.arena(), "reading a host node");
   CUgraphNodeParams p{};
   p.type = CU_GRAPH_NODE_TYPE_HOST;
   p.host = {fn, data};

@@ -11,20 +11,13 @@
 namespace tether::detail {
 
 /// A child graph node's parameters: CUDA clones `child` into the node.
-class ChildDesc {
+class ChildDesc : public DescBase {
  public:
   static constexpr const char* noun = "a child graph node";
-  explicit ChildDesc(CUgraph child) noexcept {
-    params_.type = CU_GRAPH_NODE_TYPE_GRAPH;
+  explicit ChildDesc(CUgraph child) noexcept : DescBase(CU_GRAPH_NODE_TYPE_GRAPH) {
     params_.graph.graph = child;
     params_.graph.ownership = CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE;
   }
-  CUgraphNodeParams& params() noexcept { return params_; }
-  Owners& owners() noexcept { return owners_.owners; }
-
- private:
-  CUgraphNodeParams params_{};
-  PendingOwners owners_;
 };
 
 }  // namespace tether::detail

@@ -10,25 +10,19 @@
 namespace tether::detail {
 
 /// A conditional node's parameters; after the add, `body(i)` is body i's graph (owned by CUDA).
-class ConditionalDesc {
+class ConditionalDesc : public DescBase {
  public:
   static constexpr const char* noun = "a conditional node";
   ConditionalDesc(CUgraphConditionalHandle handle, CUgraphConditionalNodeType type, unsigned size,
-                  CUcontext ctx) noexcept {
-    params_.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+                  CUcontext ctx) noexcept
+      : DescBase(CU_GRAPH_NODE_TYPE_CONDITIONAL) {
     params_.conditional.handle = handle;
     params_.conditional.type = type;
     params_.conditional.size = size;
     params_.conditional.ctx = ctx;
   }
-  CUgraphNodeParams& params() noexcept { return params_; }
-  Owners& owners() noexcept { return owners_.owners; }
   unsigned size() const noexcept { return params_.conditional.size; }
   CUgraph body(unsigned i) const noexcept { return params_.conditional.phGraph_out[i]; }
-
- private:
-  CUgraphNodeParams params_{};
-  PendingOwners owners_;
 };
 
 }  // namespace tether::detail

@@ -123,6 +123,29 @@ Owners owners_of(Refs&& refs, First&&... first) {
                       std::move(refs));
 }
 
+/// What every descriptor holds: the driver parameters of its node and the owners of its version.
+class DescBase {
+ public:
+  CUgraphNodeParams& params() noexcept { return params_; }
+  Owners& owners() noexcept { return owners_.owners; }
+
+ protected:
+  explicit DescBase(CUgraphNodeType type) noexcept { params_.type = type; }
+  CUgraphNodeParams params_{};
+  PendingOwners owners_;
+};
+
+/// Saves and restores the parameters of a node kind whose parameters are one struct read by `Get`
+/// and written by `Set` (memset, memcpy, host nodes), for the undo of an edit update.
+template <class Params, Entry Get, Entry Set>
+struct ParamsSaved {
+  Params params;
+  static CUresult restore(const DriverTable& drv, CUgraphNode node, const void* self) noexcept {
+    return raw<Set>(drv, node, &static_cast<const ParamsSaved*>(self)->params);
+  }
+  static Undo save(const DriverTable& drv, CUgraphNode node, Arena& arena, const char* reading);
+};
+
 /// Stores a copy of `value` in `arena` and returns it.
 template <class T>
 T* keep_in(Arena& arena, const T& value) {
@@ -130,6 +153,13 @@ T* keep_in(Arena& arena, const T& value) {
   void* p = arena.allocate(sizeof(T), alignof(T));
   std::memcpy(p, &value, sizeof(T));
   return static_cast<T*>(p);
+}
+
+template <class Params, Entry Get, Entry Set>
+Undo ParamsSaved<Params, Get, Set>::save(const DriverTable& drv, CUgraphNode node, Arena& arena, const char* reading) {
+  ParamsSaved s{};
+  call<Get>(drv, reading, node, &s.params);
+  return {&restore, keep_in(arena, s)};
 }
 
 }  // namespace tether::detail

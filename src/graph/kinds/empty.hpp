@@ -9,16 +9,10 @@
 namespace tether::detail {
 
 /// An empty node's parameters.
-class EmptyDesc {
+class EmptyDesc : public DescBase {
  public:
   static constexpr const char* noun = "an empty node";
-  EmptyDesc() noexcept { params_.type = CU_GRAPH_NODE_TYPE_EMPTY; }
-  CUgraphNodeParams& params() noexcept { return params_; }
-  Owners& owners() noexcept { return owners_.owners; }
-
- private:
-  CUgraphNodeParams params_{};
-  PendingOwners owners_;
+  EmptyDesc() noexcept : DescBase(CU_GRAPH_NODE_TYPE_EMPTY) {}
 };
 
 }  // namespace tether::detail

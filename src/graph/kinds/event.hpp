@@ -33,24 +33,18 @@ struct EventSaved {
 
 /// One event record (`Record`) or event wait node's parameters and owner (an Event is never empty).
 template <bool Record>
-class EventDesc {
+class EventDesc : public DescBase {
  public:
   static constexpr const char* noun = Record ? "an event record node" : "an event wait node";
-  explicit EventDesc(const Event& event) {
-    params_.type = Record ? CU_GRAPH_NODE_TYPE_EVENT_RECORD : CU_GRAPH_NODE_TYPE_WAIT_EVENT;
+  explicit EventDesc(const Event& event)
+      : DescBase(Record ? CU_GRAPH_NODE_TYPE_EVENT_RECORD : CU_GRAPH_NODE_TYPE_WAIT_EVENT) {
     if constexpr (Record)
       params_.eventRecord.event = event.get();
     else
       params_.eventWait.event = event.get();
     owners_.owners = Owners{event};
   }
-  CUgraphNodeParams& params() noexcept { return params_; }
-  Owners& owners() noexcept { return owners_.owners; }
   Undo save(const DriverTable& drv, CUgraphNode node, Arena& arena) const { return EventSaved<Record>::save(drv, node, arena); }
-
- private:
-  CUgraphNodeParams params_{};
-  PendingOwners owners_;
 };
 
 }  // namespace tether::detail

@@ -95,19 +95,19 @@ struct KernelSaved {
 /// One kernel node's parameters and owners, built from the user's arguments in one pass. Not
 /// movable: the driver parameters point into it.
 template <class... P>
-class KernelDesc {
+class KernelDesc : public DescBase {
  public:
   static constexpr const char* noun = "a kernel node";
 
   template <class... A>
   KernelDesc(const DriverTable& drv, std::string_view what, const Kernel<P...>& k, const Launch& l, A&&... args)
-      : checked_(check(what, l, args...)), values_{kernel_value<P>(args)...}, launch_(l) {
+      : DescBase(CU_GRAPH_NODE_TYPE_KERNEL), checked_(check(what, l, args...)), values_{kernel_value<P>(args)...},
+        launch_(l) {
     if (l.shared_memory_bytes() > 48u * 1024u) raise_dynamic_shared(drv, k.function(), k.name(), l.shared_memory_bytes(), what);
     std::apply([&](auto&... v) {
       std::size_t i = 0;
       ((ptrs_[i++] = static_cast<void*>(&v)), ...);
     }, values_);
-    params_.type = CU_GRAPH_NODE_TYPE_KERNEL;
     CUDA_KERNEL_NODE_PARAMS_v3& p = params_.kernel;
     p.func = k.function();
     p.gridDimX = l.grid().x;
@@ -124,8 +124,6 @@ class KernelDesc {
   KernelDesc(const KernelDesc&) = delete;
   KernelDesc& operator=(const KernelDesc&) = delete;
 
-  CUgraphNodeParams& params() noexcept { return params_; }
-  Owners& owners() noexcept { return owners_.owners; }
   const Launch& launch() const noexcept { return launch_; }
   bool has_attributes() const noexcept { return launch_.attributes() != 0; }
 
@@ -186,8 +184,6 @@ class KernelDesc {
   bool checked_;
   std::tuple<P...> values_;
   void* ptrs_[sizeof...(P) ? sizeof...(P) : 1];
-  CUgraphNodeParams params_{};
-  PendingOwners owners_;
   Launch launch_;
 };
 

@@ -9,26 +9,16 @@
 
 namespace tether::detail {
 
-/// Saves and restores a memcpy node's parameters (cuGraphMemcpyNodeGetParams / SetParams).
-struct MemcpySaved {
-  CUDA_MEMCPY3D params;
-  static CUresult restore(const DriverTable& drv, CUgraphNode node, const void* self) noexcept {
-    return raw<Entry::cuGraphMemcpyNodeSetParams>(drv, node, &static_cast<const MemcpySaved*>(self)->params);
-  }
-  static Undo save(const DriverTable& drv, CUgraphNode node, Arena& arena) {
-    MemcpySaved s{};
-    call<Entry::cuGraphMemcpyNodeGetParams>(drv, "reading a memcpy node's parameters", node, &s.params);
-    return {&restore, keep_in(arena, s)};
-  }
-};
+using MemcpySaved = ParamsSaved<CUDA_MEMCPY3D, Entry::cuGraphMemcpyNodeGetParams, Entry::cuGraphMemcpyNodeSetParams>;
 
 /// One memcpy node's parameters and owners: `count` elements of the source (0: all of it).
 /// Throws UsageError for empty ends, an unknown or overflowing size, or ends too small.
-class MemcpyDesc {
+class MemcpyDesc : public DescBase {
  public:
   static constexpr const char* noun = "a memcpy node";
   template <class Dst, class Src>
-  MemcpyDesc(std::string_view what, CUcontext ctx, Dst&& dst, Src&& src, std::size_t count) {
+  MemcpyDesc(std::string_view what, CUcontext ctx, Dst&& dst, Src&& src, std::size_t count)
+      : DescBase(CU_GRAPH_NODE_TYPE_MEMCPY) {
     check_endpoint(what, "destination", dst);
     check_endpoint(what, "source", src);
     constexpr std::size_t elem = sizeof(EndpointElem<Src>);
@@ -38,7 +28,6 @@ class MemcpyDesc {
     if (bytes == 0) throw_size_error(what, SizeError::memcpy_unknown, 0, 0);
     if (have && have < bytes) throw_size_error(what, SizeError::memcpy_source, have, bytes);
     if (cap && cap < bytes) throw_size_error(what, SizeError::memcpy_destination, cap, bytes);
-    params_.type = CU_GRAPH_NODE_TYPE_MEMCPY;
     params_.memcpy.copyCtx = ctx;
     CUDA_MEMCPY3D& c = params_.memcpy.copyParams;
     c.srcMemoryType = endpoint_type<Src&>();
@@ -57,13 +46,7 @@ class MemcpyDesc {
     c.Depth = 1;
     owners_.owners = owners_of(std::tuple_cat(endpoint_ref(std::forward<Dst>(dst)), endpoint_ref(std::forward<Src>(src))));
   }
-  CUgraphNodeParams& params() noexcept { return params_; }
-  Owners& owners() noexcept { return owners_.owners; }
-  Undo save(const DriverTable& drv, CUgraphNode node, Arena& arena) const { return MemcpySaved::save(drv, node, arena); }
-
- private:
-  CUgraphNodeParams params_{};
-  PendingOwners owners_;
+  Undo save(const DriverTable& drv, CUgraphNode node, Arena& arena) const { return MemcpySaved::save(drv, node, arena, "reading a memcpy node's parameters"); }
 };
 
 }  // namespace tether::detail

@@ -28,31 +28,19 @@ unsigned memset_bits(const T& v) {
   }
 }
 
-/// Saves and restores a memset node's parameters (cuGraphMemsetNodeGetParams / SetParams).
-struct MemsetSaved {
-  CUDA_MEMSET_NODE_PARAMS params;
-  static CUresult restore(const DriverTable& drv, CUgraphNode node, const void* self) noexcept {
-    return raw<Entry::cuGraphMemsetNodeSetParams>(drv, node, &static_cast<const MemsetSaved*>(self)->params);
-  }
-  static Undo save(const DriverTable& drv, CUgraphNode node, Arena& arena) {
-    MemsetSaved s{};
-    call<Entry::cuGraphMemsetNodeGetParams>(drv, "reading a memset node's parameters", node, &s.params);
-    return {&restore, keep_in(arena, s)};
-  }
-};
+using MemsetSaved = ParamsSaved<CUDA_MEMSET_NODE_PARAMS, Entry::cuGraphMemsetNodeGetParams, Entry::cuGraphMemsetNodeSetParams>;
 
 /// One memset node's parameters and owners. Throws UsageError for an empty destination, one of
 /// unknown size, or one that is not a whole number of values.
-class MemsetDesc {
+class MemsetDesc : public DescBase {
  public:
   static constexpr const char* noun = "a memset node";
   template <class Dst, class T>
-  MemsetDesc(std::string_view what, CUcontext ctx, Dst&& dst, const T& value) {
+  MemsetDesc(std::string_view what, CUcontext ctx, Dst&& dst, const T& value) : DescBase(CU_GRAPH_NODE_TYPE_MEMSET) {
     check_endpoint(what, "destination", dst);
     const std::size_t bytes = endpoint_bytes(dst);
     if (bytes == 0) throw_size_error(what, SizeError::memset_unknown, 0, 0);
     if (bytes % sizeof(T) != 0) throw_size_error(what, SizeError::memset_multiple, bytes, sizeof(T));
-    params_.type = CU_GRAPH_NODE_TYPE_MEMSET;
     CUDA_MEMSET_NODE_PARAMS_v2& p = params_.memset;
     p.dst = static_cast<CUdeviceptr>(endpoint_address(dst));
     p.value = memset_bits(value);
@@ -62,13 +50,7 @@ class MemsetDesc {
     p.ctx = ctx;
     owners_.owners = owners_of(endpoint_ref(std::forward<Dst>(dst)));
   }
-  CUgraphNodeParams& params() noexcept { return params_; }
-  Owners& owners() noexcept { return owners_.owners; }
-  Undo save(const DriverTable& drv, CUgraphNode node, Arena& arena) const { return MemsetSaved::save(drv, node, arena); }
-
- private:
-  CUgraphNodeParams params_{};
-  PendingOwners owners_;
+  Undo save(const DriverTable& drv, CUgraphNode node, Arena& arena) const { return MemsetSaved::save(drv, node, arena, "reading a memset node's parameters"); }
 };
 
 }  // namespace tether::detail
