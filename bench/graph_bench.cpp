@@ -470,6 +470,60 @@ int main(int argc, char** argv) {
     for (int i = 0; i < calls; ++i) REQ(detail::raw<Entry::cuCtxGetCurrent>(*env.t, &cur));
     std::printf("DRIVER cuCtxGetCurrent: %.1f ns per call\n", static_cast<double>(now_ns() - t0) / calls);
   }
+  {
+    // The generic entry points tether uses (one add, one edit setter, one executable setter for
+    // every kind) against the kernel-specific ones the raw floor uses, on the same 10 000-node chain.
+    const int m = smoke ? 50 : 10000;
+    const detail::DriverTable& t = *env.t;
+    float* arg = env.a.data();
+    void* args[1] = {&arg};
+    CUDA_KERNEL_NODE_PARAMS p{};
+    p.func = env.kernel.function();
+    p.gridDimX = p.gridDimY = p.gridDimZ = p.blockDimX = p.blockDimY = p.blockDimZ = 1;
+    p.kernelParams = args;
+    p.ctx = env.ctx.get();
+    CUgraphNodeParams gp{};
+    gp.type = CU_GRAPH_NODE_TYPE_KERNEL;
+    std::memcpy(&gp.kernel, &p, sizeof p);
+    for (int rep = 0; rep < 3; ++rep) {
+      CUgraph g1, g2;
+      REQ(detail::raw<Entry::cuGraphCreate>(t, &g1, 0u));
+      REQ(detail::raw<Entry::cuGraphCreate>(t, &g2, 0u));
+      std::vector<CUgraphNode> n1(static_cast<std::size_t>(m)), n2(static_cast<std::size_t>(m));
+      std::int64_t t0 = now_ns();
+      for (int i = 0; i < m; ++i)
+        REQ(detail::raw<Entry::cuGraphAddKernelNode>(t, &n1[static_cast<std::size_t>(i)], g1, i ? &n1[static_cast<std::size_t>(i - 1)] : nullptr,
+                                                     std::size_t{i ? 1u : 0u}, &p));
+      std::int64_t t1 = now_ns();
+      for (int i = 0; i < m; ++i)
+        REQ(detail::raw<Entry::cuGraphAddNode>(t, &n2[static_cast<std::size_t>(i)], g2, i ? &n2[static_cast<std::size_t>(i - 1)] : nullptr,
+                                               static_cast<const CUgraphEdgeData*>(nullptr), std::size_t{i ? 1u : 0u}, &gp));
+      std::int64_t t2 = now_ns();
+      for (int i = 0; i < m; ++i) REQ(detail::raw<Entry::cuGraphKernelNodeSetParams>(t, n1[static_cast<std::size_t>(i)], &p));
+      std::int64_t t3 = now_ns();
+      for (int i = 0; i < m; ++i) REQ(detail::raw<Entry::cuGraphNodeSetParams>(t, n2[static_cast<std::size_t>(i)], &gp));
+      std::int64_t t4 = now_ns();
+      CUgraphExec e1, e2;
+      REQ(detail::raw<Entry::cuGraphInstantiateWithFlags>(t, &e1, g1, 0ull));
+      REQ(detail::raw<Entry::cuGraphInstantiateWithFlags>(t, &e2, g2, 0ull));
+      std::int64_t t5 = now_ns();
+      for (int i = 0; i < m; ++i)
+        REQ(detail::raw<Entry::cuGraphExecKernelNodeSetParams>(t, e1, n1[static_cast<std::size_t>(i)], &p));
+      std::int64_t t6 = now_ns();
+      for (int i = 0; i < m; ++i) REQ(detail::raw<Entry::cuGraphExecNodeSetParams>(t, e2, n2[static_cast<std::size_t>(i)], &gp));
+      std::int64_t t7 = now_ns();
+      std::printf("DRIVER entry points, %d kernel nodes, rep %d (ns per call): cuGraphAddKernelNode %.1f, cuGraphAddNode "
+                  "%.1f; cuGraphKernelNodeSetParams %.1f, cuGraphNodeSetParams %.1f; cuGraphExecKernelNodeSetParams "
+                  "%.1f, cuGraphExecNodeSetParams %.1f\n",
+                  m, rep, static_cast<double>(t1 - t0) / m, static_cast<double>(t2 - t1) / m,
+                  static_cast<double>(t3 - t2) / m, static_cast<double>(t4 - t3) / m, static_cast<double>(t6 - t5) / m,
+                  static_cast<double>(t7 - t6) / m);
+      REQ(detail::raw<Entry::cuGraphExecDestroy>(t, e1));
+      REQ(detail::raw<Entry::cuGraphExecDestroy>(t, e2));
+      REQ(detail::raw<Entry::cuGraphDestroy>(t, g1));
+      REQ(detail::raw<Entry::cuGraphDestroy>(t, g2));
+    }
+  }
   double p50 = 0, p99 = 0;
   int single_n = smoke ? 20 : 2000;
   reclaim_latency(env, single_n, true, p50, p99);
