@@ -31,9 +31,9 @@ int main(int, char** argv) try {
 
   constexpr int n = 512, rows = 32, threads = 256, max_sweeps = 200;  // 16 blocks, 32 rows each
   constexpr double tolerance = 1e-12;
-  std::vector<double> a(std::size_t{n} * n), b(n);  // off-diagonal entries in [0, 1),
+  std::vector<double> a(std::size_t{n} * n), b(n);
   auto at = [&](int i, int j) -> double& { return a[static_cast<std::size_t>(i) * n + j]; };
-  unsigned seed = 12345;                            // the diagonal twice their row sum
+  unsigned seed = 12345;  // off-diagonal entries in [0, 1), the diagonal twice their row sum
   for (int i = 0; i < n; ++i) {
     double row = 0;
     for (int j = 0; j < n; ++j) {
@@ -62,14 +62,13 @@ int main(int, char** argv) try {
   });
   tether::GraphExec exec = g.instantiate();
 
-  int sweeps = 0, in = 0;
+  int sweeps = 0, in = 0;  // x[in]: the newest x
   double res = 0;
   while (sweeps < max_sweeps) {
     exec.update(k, sweep, A, B, x[in], x[1 - in], residual, n, rows);  // the executable only
     exec.launch(stream);
     stream.synchronize();
-    ++sweeps;
-    in = 1 - in;  // x[in] holds the newest x
+    ++sweeps, in = 1 - in;
     res = host_residual.data()[0];
     if (res < tolerance) break;
   }
