@@ -7,13 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "twins.hpp"  // the simulator twins of kernels.cu: examples::register_twins()
+
 import tether;
 
 int main(int, char** argv) try {
-  // The simulator runs a host "twin" of each kernel; the real driver ignores twins.
-  tether::sim::register_kernel<float*, float, int>("scale", [](const tether::sim::LaunchInfo&, float* x, float a, int n) {
-    for (int i = 0; i < n; ++i) x[i] *= a;
-  });
+  examples::register_twins();  // the simulator runs a host "twin" of each kernel; the GPU ignores them
   tether::Runtime rt = tether::Runtime::open();
   std::printf("driver: %s\n", rt.describe().c_str());
   tether::Context ctx = rt.context(0);
@@ -23,13 +22,14 @@ int main(int, char** argv) try {
   auto scale = mod.kernel<float*, float, int>("scale");
 
   constexpr int n = 1024;
+  const tether::Launch launch{tether::Grid{n / 256}, tether::Block{256}};  // dimensions (+ shared memory, attributes)
   tether::SharedBuffer<float> x = ctx.alloc<float>(n).share();
   tether::Graph g{ctx};
   tether::Node<tether::KernelNode<float*, float, int>> k;
   int launches = 0;
   g.edit([&](tether::Edit& e) {                      // one transaction
     auto fill = e.memset(x, 1.0f);                   // the node keeps x alive
-    k = e.after(fill).launch(scale, tether::Grid{n / 256}, tether::Block{256}, x, 2.0f, n);
+    k = e.after(fill).launch(scale, launch, x, 2.0f, n);
     e.after(k).host([&launches] { ++launches; });    // a host callable, kept with its node
   });
   tether::GraphExec exec = g.instantiate();
@@ -42,7 +42,7 @@ int main(int, char** argv) try {
   // A new buffer for the kernel node: the executable still runs the old version until updated.
   tether::SharedBuffer<float> y = ctx.alloc<float>(n).share();
   y.copy_from(h);
-  g.edit([&](tether::Edit& e) { e.update(k, tether::Grid{n / 256}, tether::Block{256}, y, 3.0f, n); });
+  g.edit([&](tether::Edit& e) { e.update(k, launch, y, 3.0f, n); });
   tether::UpdateResult r = exec.update(g);           // whole-graph update: a value, not an exception
   std::printf("whole update: %s\n", std::string(tether::to_string(r.reason)).c_str());
   exec.launch(stream);

@@ -8,16 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "twins.hpp"  // the simulator twins of kernels.cu: examples::register_twins()
+
 import tether;
 
 int main(int, char** argv) try {
-  using tether::sim::LaunchInfo;
-  tether::sim::register_kernel<float*, float, int>("scale", [](const LaunchInfo&, float* x, float a, int n) {
-    for (int i = 0; i < n; ++i) x[i] *= a;
-  });
-  tether::sim::register_kernel<unsigned long long, int*>("countdown", [](const LaunchInfo&, unsigned long long h, int* c) {
-    tether::sim::set_conditional(h, --*c > 0 ? 1u : 0u);
-  });
+  examples::register_twins();
   tether::Runtime rt = tether::Runtime::open();
   tether::Context ctx = rt.context(0);
   tether::Stream stream = ctx.make_stream();
@@ -33,12 +29,13 @@ int main(int, char** argv) try {
   x.copy_from(std::span<const float>(&one, 1));
   counter.copy_from(std::span<const int>(&four, 1));
 
+  const tether::Launch single{tether::Grid{1}, tether::Block{1}};
   tether::Graph g{ctx};
   g.edit([&](tether::Edit& e) {
     tether::Condition c = e.condition(1);            // reset to 1 at every launch
     tether::BodyRef body = e.while_(c).body;
-    auto step = e.in(body).launch(scale, tether::Grid{1}, tether::Block{1}, x, 2.0f, 1);
-    e.after(step).launch(countdown, tether::Grid{1}, tether::Block{1}, c.handle(), counter);
+    auto step = e.in(body).launch(scale, single, x, 2.0f, 1);
+    e.after(step).launch(countdown, single, c.handle(), counter);
   });
   tether::GraphExec exec = g.instantiate();
   exec.launch(stream);

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 The tether authors
 //
-// Kernels of the examples, compiled by nvcc into kernels.fatbin. Host code imports tether; nvcc
-// never sees the module. Each example registers simulator twins of the kernels it uses.
+// Kernels of the examples, compiled by nvcc into kernels.fatbin (kernels.ptx is the same source
+// as `nvcc -ptx -arch=sm_90`, for builds without nvcc). Host code imports tether; nvcc never sees
+// the module. twins.hpp, beside this file, holds the simulator twin of each kernel.
 #include <cuda_runtime.h>
 
 extern "C" __global__ void scale(float* x, float a, int n) {
@@ -15,4 +16,44 @@ extern "C" __global__ void countdown(cudaGraphConditionalHandle handle, int* cou
     int left = --*counter;
     cudaGraphSetConditional(handle, left > 0 ? 1u : 0u);
   }
+}
+
+// One Jacobi sweep, x_new = D^-1 (b - (A - D) x), for `rows` consecutive rows of the n x n matrix
+// A per block, and the block's share of sum |x_new - x| added to *residual. Each thread sums a
+// strided slice of every row (coalesced reads of A) into dynamic shared memory, rows * blockDim.x
+// doubles (64 KiB for 32 rows of 256 threads: above the 48 KiB default, so the launch raises the
+// kernel's limit), and the block reduces them. blockDim.x is a power of two, rows <= blockDim.x.
+extern "C" __global__ void jacobi(const double* A, const double* b, const double* x, double* x_new,
+                                  double* residual, int n, int rows) {
+  extern __shared__ double partial[];  // [rows][blockDim.x]
+  const int t = threadIdx.x, threads = blockDim.x, row0 = blockIdx.x * rows;
+  for (int r = 0; r < rows; ++r) {
+    const int i = row0 + r;
+    double s = 0;
+    if (i < n)
+      for (int j = t; j < n; j += threads)
+        if (j != i) s += A[(size_t)i * n + j] * x[j];
+    partial[r * threads + t] = s;
+  }
+  __syncthreads();
+  for (int half = threads / 2; half > 0; half /= 2) {
+    if (t < half)
+      for (int r = 0; r < rows; ++r) partial[r * threads + t] += partial[r * threads + t + half];
+    __syncthreads();
+  }
+  double delta = 0;  // thread t finishes row row0 + t
+  if (t < rows && row0 + t < n) {
+    const int i = row0 + t;
+    const double xi = (b[i] - partial[t * threads]) / A[(size_t)i * n + i];
+    x_new[i] = xi;
+    delta = fabs(xi - x[i]);
+  }
+  __syncthreads();  // the row sums are read: reuse the memory for the residual
+  partial[t] = delta;
+  __syncthreads();
+  for (int half = threads / 2; half > 0; half /= 2) {
+    if (t < half) partial[t] += partial[t + half];
+    __syncthreads();
+  }
+  if (t == 0) atomicAdd(residual, partial[0]);
 }

@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 The tether authors
+//
+// Simulator twins of the kernels in kernels.cu: host functions the simulated driver runs in place
+// of each kernel (the real driver ignores them). A twin must be registered before its kernel is
+// looked up (Module::kernel), so every example calls examples::register_twins() first. Include
+// this header after the program's standard headers; it imports tether itself.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <stdexcept>
+#include <vector>
+
+import tether;
+
+namespace examples {
+
+inline void register_twins() {
+  using tether::sim::LaunchInfo;
+  // scale(float* x, float a, int n): x[i] *= a.
+  tether::sim::register_kernel<float*, float, int>("scale", [](const LaunchInfo&, float* x, float a, int n) {
+    for (int i = 0; i < n; ++i) x[i] *= a;
+  });
+  // countdown(handle, int* counter): decrements the counter; the condition stays set while it is positive.
+  tether::sim::register_kernel<unsigned long long, int*>("countdown", [](const LaunchInfo&, unsigned long long h, int* c) {
+    tether::sim::set_conditional(h, --*c > 0 ? 1u : 0u);
+  });
+  // jacobi(A, b, x, x_new, residual, n, rows): the kernel's algorithm block by block, with the
+  // launch's dynamic shared memory as the block's partial sums, so a launch that asks for less
+  // than rows * blockDim.x doubles fails here as it would on the GPU (there: out of bounds).
+  tether::sim::register_kernel<const double*, const double*, const double*, double*, double*, int, int>(
+      "jacobi", [](const LaunchInfo& info, const double* A, const double* b, const double* x, double* x_new,
+                   double* residual, int n, int rows) {
+        const std::size_t threads = info.block[0], cols = static_cast<std::size_t>(n);
+        std::vector<double> partial(info.shared_mem_bytes / sizeof(double));  // one block's extern __shared__
+        if (partial.size() < static_cast<std::size_t>(rows) * threads)
+          throw std::length_error("jacobi needs rows * blockDim.x doubles of dynamic shared memory");
+        for (std::size_t block = 0; block < info.grid[0]; ++block) {
+          const std::size_t row0 = block * static_cast<std::size_t>(rows);
+          for (std::size_t r = 0; r < static_cast<std::size_t>(rows); ++r)
+            for (std::size_t t = 0; t < threads; ++t) {
+              double s = 0;
+              for (std::size_t j = t; row0 + r < cols && j < cols; j += threads)
+                if (j != row0 + r) s += A[(row0 + r) * cols + j] * x[j];
+              partial[r * threads + t] = s;
+            }
+          for (std::size_t half = threads / 2; half > 0; half /= 2)
+            for (std::size_t t = 0; t < half; ++t)
+              for (std::size_t r = 0; r < static_cast<std::size_t>(rows); ++r)
+                partial[r * threads + t] += partial[r * threads + t + half];
+          double delta = 0;
+          for (std::size_t r = 0; r < static_cast<std::size_t>(rows) && row0 + r < cols; ++r) {
+            const std::size_t i = row0 + r;
+            x_new[i] = (b[i] - partial[r * threads]) / A[i * cols + i];
+            delta += std::fabs(x_new[i] - x[i]);
+          }
+          *residual += delta;  // the kernel's atomicAdd
+        }
+      });
+}
+
+}  // namespace examples
