@@ -50,9 +50,10 @@ std::string_view to_string(UpdateResult::Reason r) noexcept;
 
 /// Executables alive in the process (GraphExec objects and those launches in flight keep).
 std::size_t live_executables() noexcept;
-/// Graph hierarchies alive in the process: every Graph, clone, and graph a view or node handle
-/// keeps alive. A count that does not fall back shows a leak, e.g. a host callable that captures
-/// its own graph's node, view or executable (a reference cycle through the graph's owners).
+/// Graph hierarchies alive in the process: every Graph and clone, and every graph an executable
+/// keeps (views and node handles keep none). A count that does not fall back shows a leak, e.g. a
+/// host callable that captures its own graph's executable (a reference cycle through the graph's
+/// owners).
 std::size_t live_graphs() noexcept;
 
 /// Waits until everything whose last consumer is gone has been released, or `timeout` passes;
