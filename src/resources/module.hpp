@@ -27,8 +27,11 @@ template <class... Args>
 class Kernel;
 
 /// The bytes of a module image: a fatbin, a cubin or PTX text, as `cuModuleLoadData` takes it.
-/// The storage is shared and immutable, so copies are cheap; an Image is never empty. The bytes
-/// are always followed by a NUL that `size()` does not count (PTX must be NUL-terminated).
+/// The storage is shared and immutable, so copies are cheap; an Image is never empty. One extra
+/// NUL always follows the `size()` bytes and is not counted, so any image read as text is
+/// NUL-terminated (`cuModuleLoadData` needs that for PTX). An image made by `from_ptx` also ends
+/// with PTX's own terminating NUL, which `size()` does count (the driver's size convention for
+/// PTX); `from_file` and `from_bytes` count exactly the bytes given.
 /// Thread safety: immutable; safe to share between threads.
 class Image {
  public:
@@ -39,8 +42,9 @@ class Image {
   /// Copies `bytes` (a fatbin or cubin held in memory). Throws UsageError if `bytes` is empty.
   static Image from_bytes(std::span<const std::byte> bytes);
 
-  /// Copies PTX text and keeps a trailing NUL, which `size()` counts (the driver's convention
-  /// for PTX images). Throws UsageError if `ptx` is empty.
+  /// Copies PTX text (a trailing NUL in `ptx` is dropped) and appends its terminating NUL, which
+  /// `size()` counts (the driver's convention for PTX images). Throws UsageError if `ptx` is
+  /// empty.
   static Image from_ptx(std::string_view ptx);
 
   Image(const Image&) noexcept = default;

@@ -507,16 +507,10 @@ CUresult sim_cuMemGetInfo(std::size_t* free_bytes, std::size_t* total) {
 
 // ----------------------------------------------------------------------------- modules
 
-std::string_view image_text(const void* image) {
-  const char* s = static_cast<const char*>(image);
-  return std::string_view(s, ::strnlen(s, 1 << 20));
-}
-
 CUresult sim_cuModuleLoadData(CUmodule* mod, const void* image) {
   TETHER_SIM_ENTER(cuModuleLoadData);
   if (!mod || !image) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = need_ctx()) return r;
-  (void)image_text;
   wait_callbacks_idle();  // ctx_block_probe 4m
   Module* m = new Module;
   Objects& o = objects();
@@ -658,7 +652,6 @@ UserObj* uo_of(CUuserObject o) {
   std::lock_guard lock(objects().mu);
   return objects().user_objects.count(u) ? u : nullptr;
 }
-bool uo_valid(UserObj* u) { return uo_of(reinterpret_cast<CUuserObject>(u)) != nullptr; }
 
 void uo_release(UserObj* u, std::uint32_t n, std::string_view entry) {
   if (u->destroyed.load()) {

@@ -159,8 +159,6 @@ void run_conditional(const ExecNode& n) {
 
 }  // namespace
 
-std::shared_ptr<const ExecGraph> build_exec_graph(const Graph* g) { return build(g); }
-
 void execute(const ExecGraph& eg) {
   for (int i : eg.order) {
     const ExecNode& n = *eg.nodes[static_cast<std::size_t>(i)];

@@ -114,7 +114,6 @@ struct UserObj {
   CUhostFn destroy = nullptr;
   std::atomic<bool> destroyed{false};
 };
-bool uo_valid(UserObj* u);
 // Drops n references; runs the destructor on this thread if the count reaches zero.
 void uo_release(UserObj* u, std::uint32_t n, std::string_view entry);
 UserObj* uo_of(CUuserObject o);
@@ -329,7 +328,6 @@ struct ExecGraph {
   std::vector<int> order;                              // a topological order
   std::vector<CUgraphConditionalHandle> handles;       // reset at launch (CU_GRAPH_COND_ASSIGN_DEFAULT)
 };
-std::shared_ptr<const ExecGraph> build_exec_graph(const Graph* g);
 
 // Executes one launch of a graph on the calling (stream worker) thread.
 void execute(const ExecGraph& eg);

@@ -306,8 +306,8 @@ CUresult enqueue(Stream* s, std::string_view entry, CUgraphNodeType type, const 
 
 // Synchronous operations are ordered after the legacy default stream, like the real driver's.
 void sync_default() {
-  if (Ctx* c = current_ctx())
-    if (Stream* s = stream_of(nullptr)) (void)c, s->wait_idle();
+  // stream_of(nullptr) is the current context's default stream, or nullptr without a context.
+  if (Stream* s = stream_of(nullptr)) s->wait_idle();
 }
 
 bool capturing(Stream* s) {
