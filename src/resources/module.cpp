@@ -95,9 +95,11 @@ namespace {
                                  "takes {}",
                                  name, list, declared.size(), declared.size() == 1 ? "" : "s", compiled));
   }
-  throw UsageError(fmt::format("Module::kernel(\"{}\"): parameter {} is declared as '{}' ({} bytes) but the compiled "
-                               "kernel's parameter {} takes {} bytes",
-                               name, index, declared[index].type, declared[index].size, index, compiled_size));
+  auto bytes = [](std::size_t n) { return fmt::format("{} byte{}", n, n == 1 ? "" : "s"); };
+  throw UsageError(fmt::format("Module::kernel(\"{}\"): parameter {} is declared as '{}' ({}) but the compiled "
+                               "kernel's parameter {} takes {}",
+                               name, index, declared[index].type, bytes(declared[index].size), index,
+                               bytes(compiled_size)));
 }
 
 // Compares the declared parameter list with what cuFuncGetParamInfo says about the compiled

@@ -597,9 +597,18 @@ CUresult get_function(Function** out, void* h, bool library, const char* name) {
                             "tether::sim::register_kernel<ParamTypes...>(\"{}\", body) before getting the function",
                             name, name));
   std::lock_guard lock(objects().mu);
+  // The same handle for the same kernel of a module, as on the H200 (launch_attr_probe
+  // func/same_handle), unless the twin was replaced since: the old handle keeps running the twin it
+  // was made with.
+  Function*& cached = m->functions[name];
+  if (cached && cached->twin == twin) {
+    *out = cached;
+    return CUDA_SUCCESS;
+  }
   std::shared_ptr<FuncAttrs>& attrs = m->attrs[name];
   if (!attrs) attrs = std::make_shared<FuncAttrs>();
   Function* f = new Function{name, std::move(twin), m, attrs};
+  cached = f;
   objects().functions.insert(f);
   *out = f;
   return CUDA_SUCCESS;

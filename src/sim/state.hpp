@@ -183,7 +183,9 @@ struct Twin {
 struct Module {
   bool unloaded = false;
   bool library = false;
-  std::map<std::string, std::shared_ptr<FuncAttrs>, std::less<>> attrs;  // by kernel name (objects' mutex)
+  // By kernel name, under the objects' mutex: the attributes, and the handle lookups return.
+  std::map<std::string, std::shared_ptr<FuncAttrs>, std::less<>> attrs;
+  std::map<std::string, struct Function*, std::less<>> functions;
 };
 struct Function {
   std::string name;
