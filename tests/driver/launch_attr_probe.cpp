@@ -715,59 +715,89 @@ void group_attr_other_ids(Probe& p) {
   }
   fact("attr/other_ids", "Set/GetAttribute with IGNORE (0), SYNCHRONIZATION_POLICY (3, streams only), 15, MAX (17), 99",
        s.substr(3) + " | " + p.run(g, p.cluster));
-  CUlaunchAttributeValue v{};
-  fact("attr/bad_args", "Set/GetAttribute with NULL node, NULL value; CopyAttributes with NULL; on a non-kernel node",
-       [&] {
-         CUgraphNode empty = nullptr;
-         raw<Entry::cuGraphAddEmptyNode>(p.t, &empty, g, static_cast<const CUgraphNode*>(nullptr), std::size_t{0});
-         v.priority = 0;
-         return str("set_null_node=%s get_null_node=%s set_null_value=%s get_null_value=%s copy_null_dst=%s "
-                    "copy_null_src=%s set_on_empty_node=%s get_on_empty_node=%s copy_from_empty_node=%s",
-                    N(raw<Entry::cuGraphKernelNodeSetAttribute>(p.t, static_cast<CUgraphNode>(nullptr),
-                                                                CU_LAUNCH_ATTRIBUTE_PRIORITY, &v))
-                        .c_str(),
-                    N(raw<Entry::cuGraphKernelNodeGetAttribute>(p.t, static_cast<CUgraphNode>(nullptr),
-                                                                CU_LAUNCH_ATTRIBUTE_PRIORITY, &v))
-                        .c_str(),
-                    N(raw<Entry::cuGraphKernelNodeSetAttribute>(p.t, n, CU_LAUNCH_ATTRIBUTE_PRIORITY,
-                                                                static_cast<const CUlaunchAttributeValue*>(nullptr)))
-                        .c_str(),
-                    N(raw<Entry::cuGraphKernelNodeGetAttribute>(p.t, n, CU_LAUNCH_ATTRIBUTE_PRIORITY,
-                                                                static_cast<CUlaunchAttributeValue*>(nullptr)))
-                        .c_str(),
-                    N(raw<Entry::cuGraphKernelNodeCopyAttributes>(p.t, static_cast<CUgraphNode>(nullptr), n)).c_str(),
-                    N(raw<Entry::cuGraphKernelNodeCopyAttributes>(p.t, n, static_cast<CUgraphNode>(nullptr))).c_str(),
-                    N(raw<Entry::cuGraphKernelNodeSetAttribute>(p.t, empty, CU_LAUNCH_ATTRIBUTE_PRIORITY, &v)).c_str(),
-                    N(raw<Entry::cuGraphKernelNodeGetAttribute>(p.t, empty, CU_LAUNCH_ATTRIBUTE_PRIORITY, &v)).c_str(),
-                    N(raw<Entry::cuGraphKernelNodeCopyAttributes>(p.t, n, empty)).c_str());
-       }());
-  // CopyAttributes between nodes of different graphs; and does it copy every attribute at once?
-  {
-    CUgraph g2 = p.graph();
-    CUgraphNode n2 = nullptr;
-    p.add(g2, p.params(p.cluster, {8, 1, 1}, {32, 1, 1}), n2);
-    CUlaunchAttributeValue a{};
-    a.clusterDim = {2, 1, 1};
-    p.set(n, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, a);
-    a = {};
-    a.priority = -1;
-    p.set(n, CU_LAUNCH_ATTRIBUTE_PRIORITY, a);
-    CUlaunchAttributeValue b{};
-    b.sharedMemCarveout = 25;
-    p.set(n2, CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, b);
-    CUresult cr = raw<Entry::cuGraphKernelNodeCopyAttributes>(p.t, n2, n);
-    CUlaunchAttributeValue c1{}, c2{}, c3{};
-    p.get(n2, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, c1);
-    p.get(n2, CU_LAUNCH_ATTRIBUTE_PRIORITY, c2);
-    p.get(n2, CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, c3);
-    fact("attr/copy_all", "cuGraphKernelNodeCopyAttributes from a node of another graph: cluster and priority copied, "
-                          "the destination's own carveout (the source has none) kept or reset?",
-         str("copy=%s dst_cluster=%u,%u,%u dst_priority=%d dst_carveout=%u ", N(cr).c_str(), c1.clusterDim.x,
-             c1.clusterDim.y, c1.clusterDim.z, c2.priority, c3.sharedMemCarveout) +
-             p.run(g2, p.cluster));
-    p.destroy(g2);
-  }
   p.destroy(g);
+}
+
+// Misuse of the attribute calls, one per process: one of them crashed the driver (run 1).
+void group_attr_bad(Probe& p, int which) {
+  CUgraph g = p.graph();
+  CUgraphNode n = nullptr, empty = nullptr;
+  p.add(g, p.params(p.cluster, {8, 1, 1}, {32, 1, 1}), n);
+  raw<Entry::cuGraphAddEmptyNode>(p.t, &empty, g, static_cast<const CUgraphNode*>(nullptr), std::size_t{0});
+  CUlaunchAttributeValue v{};
+  const CUgraphNode none = nullptr;
+  const auto prio = CU_LAUNCH_ATTRIBUTE_PRIORITY;
+  std::fflush(stdout);
+  struct Case {
+    const char* id;
+    std::function<CUresult()> call;
+  };
+  const Case cases[] = {
+      {"set_null_node", [&] { return raw<Entry::cuGraphKernelNodeSetAttribute>(p.t, none, prio, &v); }},
+      {"get_null_node", [&] { return raw<Entry::cuGraphKernelNodeGetAttribute>(p.t, none, prio, &v); }},
+      {"set_null_value",
+       [&] {
+         return raw<Entry::cuGraphKernelNodeSetAttribute>(p.t, n, prio, static_cast<const CUlaunchAttributeValue*>(nullptr));
+       }},
+      {"get_null_value",
+       [&] { return raw<Entry::cuGraphKernelNodeGetAttribute>(p.t, n, prio, static_cast<CUlaunchAttributeValue*>(nullptr)); }},
+      {"copy_null_dst", [&] { return raw<Entry::cuGraphKernelNodeCopyAttributes>(p.t, none, n); }},
+      {"copy_null_src", [&] { return raw<Entry::cuGraphKernelNodeCopyAttributes>(p.t, n, none); }},
+      {"set_on_empty_node", [&] { return raw<Entry::cuGraphKernelNodeSetAttribute>(p.t, empty, prio, &v); }},
+      {"get_on_empty_node", [&] { return raw<Entry::cuGraphKernelNodeGetAttribute>(p.t, empty, prio, &v); }},
+      {"copy_from_empty_node", [&] { return raw<Entry::cuGraphKernelNodeCopyAttributes>(p.t, n, empty); }},
+      {"copy_to_empty_node", [&] { return raw<Entry::cuGraphKernelNodeCopyAttributes>(p.t, empty, n); }},
+  };
+  const Case& c = cases[which];
+  std::printf("NOTE attr/bad/%s about to be called\n", c.id);
+  std::fflush(stdout);
+  CUresult r = c.call();
+  fact((std::string("attr/bad/") + c.id).c_str(), "an attribute call with a NULL or non-kernel node or value",
+       "result=" + N(r));
+  p.destroy(g);
+}
+constexpr int attr_bad_cases = 10;
+
+// CopyAttributes across graphs: cluster and priority copied; the destination's own carveout (the
+// source has none) kept or reset? And into a node whose grid the source's cluster does not divide.
+void group_attr_copy(Probe& p) {
+  CUgraph g = p.graph();
+  CUgraphNode n = nullptr;
+  p.add(g, p.params(p.cluster, {8, 1, 1}, {32, 1, 1}), n);
+  CUgraph g2 = p.graph();
+  CUgraphNode n2 = nullptr;
+  p.add(g2, p.params(p.cluster, {8, 1, 1}, {32, 1, 1}), n2);
+  CUlaunchAttributeValue a{};
+  a.clusterDim = {2, 1, 1};
+  p.set(n, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, a);
+  a = {};
+  a.priority = -1;
+  p.set(n, CU_LAUNCH_ATTRIBUTE_PRIORITY, a);
+  CUlaunchAttributeValue b{};
+  b.sharedMemCarveout = 25;
+  p.set(n2, CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, b);
+  CUresult cr = raw<Entry::cuGraphKernelNodeCopyAttributes>(p.t, n2, n);
+  CUlaunchAttributeValue c1{}, c2{}, c3{};
+  p.get(n2, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, c1);
+  p.get(n2, CU_LAUNCH_ATTRIBUTE_PRIORITY, c2);
+  p.get(n2, CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, c3);
+  fact("attr/copy_all",
+       "cuGraphKernelNodeCopyAttributes from a node of another graph: cluster and priority copied, the destination's "
+       "own carveout (the source has none) kept or reset?",
+       str("copy=%s dst_cluster=%u,%u,%u dst_priority=%d dst_carveout=%u ", N(cr).c_str(), c1.clusterDim.x,
+           c1.clusterDim.y, c1.clusterDim.z, c2.priority, c3.sharedMemCarveout) +
+           p.run(g2, p.cluster));
+  CUgraph g7 = p.graph();
+  CUgraphNode n7 = nullptr;
+  p.add(g7, p.params(p.cluster, {7, 1, 1}, {32, 1, 1}), n7);
+  CUresult c7 = raw<Entry::cuGraphKernelNodeCopyAttributes>(p.t, n7, n);
+  p.get(n7, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, c1);
+  fact("attr/copy_not_divisor", "cuGraphKernelNodeCopyAttributes of cluster 2 into a node of grid 7",
+       str("copy=%s dst_cluster=%u,%u,%u ", N(c7).c_str(), c1.clusterDim.x, c1.clusterDim.y, c1.clusterDim.z) +
+           p.run(g7, p.cluster));
+  p.destroy(g);
+  p.destroy(g2);
+  p.destroy(g7);
 }
 
 void group_attrs(Probe& p, int first, int last) {
@@ -816,6 +846,7 @@ void group_cluster_sizes(Probe& p, int which) {
       p.set_func_attr(p.cluster, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1);
       try_cluster(p, {32, 1, 1}, {32, 1, 1}, "32_with_non_portable");
       break;
+    case 8: try_cluster(p, {8, 1, 1}, {2, 0, 1}, "partial_zero"); break;
     case 7: {
       CUgraph g = p.graph();
       CUgraphNode n = nullptr;
@@ -881,6 +912,36 @@ void group_cluster_grid_change(Probe& p) {
            back.clusterDim.z, ig.c_str()));
   p.destroy(e);
   p.destroy(g);
+}
+
+// A whole update from a source node without a cluster whose grid the executable's kept cluster
+// does not divide.
+void group_cluster_update_kept_not_divisor(Probe& p) {
+  CUgraph g1 = p.graph();
+  CUgraphNode n1 = nullptr;
+  p.add(g1, p.params(p.cluster, {8, 1, 1}, {32, 1, 1}), n1);
+  CUlaunchAttributeValue v{};
+  v.clusterDim = {2, 1, 1};
+  p.set(n1, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, v);
+  CUgraphExec e = nullptr;
+  p.instantiate(e, g1);
+  CUgraph g2 = p.graph();
+  CUgraphNode n2 = nullptr;
+  p.add(g2, p.params(p.cluster, {7, 1, 1}, {32, 1, 1}), n2);
+  std::string up = p.update(e, g2);
+  std::string l = p.launch(e, p.cluster);
+  CUgraph g3 = p.graph();
+  CUgraphNode n3 = nullptr;
+  p.add(g3, p.params(p.cluster, {6, 1, 1}, {32, 1, 1}), n3);
+  std::string up3 = p.update(e, g3);
+  std::string l3 = p.launch(e, p.cluster);
+  fact("cluster/update_kept_not_divisor",
+       "whole update of a cluster-2 exec (grid 8) from a node without a cluster of grid 7, then of grid 6",
+       str("grid 7: %s {%s} | grid 6: %s {%s}", up.c_str(), l.c_str(), up3.c_str(), l3.c_str()));
+  p.destroy(e);
+  p.destroy(g1);
+  p.destroy(g2);
+  p.destroy(g3);
 }
 
 void group_cluster_update_bad(Probe& p) {
@@ -1197,7 +1258,7 @@ void group_paraminfo(Probe& p) {
 // ------------------------------------------------------------------------------------ driver
 
 struct Group {
-  const char* name;
+  std::string name;  // empty: one of the per-attribute groups, named attr<k>
   std::function<void(Probe&)> run;
 };
 
@@ -1229,16 +1290,19 @@ std::vector<Group> groups() {
          coop_limit(p, 32, 64 * 1024, "coop/limit_block32_smem64k");
        }},
       {"attr_other", group_attr_other_ids},
+      {"attr_copy", group_attr_copy},
+      {"cluster_partial_zero", [](Probe& p) { group_cluster_sizes(p, 8); }},
+      {"cluster_update_kept_not_divisor", group_cluster_update_kept_not_divisor},
   };
-  for (int i = 0; i < 14; ++i)
-    g.push_back({nullptr, [i](Probe& p) { group_attrs(p, i, i + 1); }});
+  for (int i = 0; i < attr_bad_cases; ++i) g.push_back({str("attr_bad%d", i), [i](Probe& p) { group_attr_bad(p, i); }});
+  for (int i = 0; i < 14; ++i) g.push_back({"", [i](Probe& p) { group_attrs(p, i, i + 1); }});
   return g;
 }
 
 std::string group_name(const std::vector<Group>& gs, std::size_t i) {
-  if (gs[i].name) return gs[i].name;
+  if (!gs[i].name.empty()) return gs[i].name;
   std::size_t first = 0;
-  while (gs[first].name) ++first;
+  while (!gs[first].name.empty()) ++first;
   return str("attr%zu", i - first);
 }
 
