@@ -1143,6 +1143,7 @@ std::string_view to_string(ViolationKind kind) noexcept {
     case ViolationKind::destroyed_node_use: return "destroyed_node_use";
     case ViolationKind::unloaded_module_use: return "unloaded_module_use";
     case ViolationKind::destroyed_event_use: return "destroyed_event_use";
+    case ViolationKind::null_argument: return "null_argument";
   }
   return "unknown";
 }

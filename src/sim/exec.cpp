@@ -388,22 +388,15 @@ struct Mismatch {
   const Node* node = nullptr;
 };
 
-bool divides(const std::array<unsigned, 3>& grid, const std::array<unsigned, 3>& cluster) {
-  for (std::size_t i = 0; i < 3; ++i)
-    if (cluster[i] == 0 || grid[i] % cluster[i] != 0) return false;
-  return true;
-}
-
 // The attribute changes a whole update refuses (ATTRIBUTES_CHANGED on the H200): the cooperative
-// flag, NVLINK_UTIL_CENTRIC_SCHEDULING, and the requested priority under USE_NODE_PRIORITY. A
-// source node without a cluster keeps the executable's cluster, which must still divide its grid.
+// flag, NVLINK_UTIL_CENTRIC_SCHEDULING, and the requested priority under USE_NODE_PRIORITY. (A
+// source node without a cluster keeps the executable's, even one its grid is no multiple of: see
+// run_kernel.)
 bool attributes_changed(const KernelP& exec, const KernelP& src, bool node_priority) {
   const LaunchAttrs& a = exec.attrs;
   const LaunchAttrs& b = src.attrs;
   if (a.cooperative != b.cooperative || a.nvlink_centric != b.nvlink_centric) return true;
-  if (node_priority && a.priority_requested != b.priority_requested) return true;
-  bool keeps_cluster = (b.cluster[0] | b.cluster[1] | b.cluster[2]) == 0 && (a.cluster[0] | a.cluster[1] | a.cluster[2]);
-  return keeps_cluster && !divides(src.grid, a.cluster);
+  return node_priority && a.priority_requested != b.priority_requested;
 }
 
 Mismatch compare(const ExecGraph& eg, const Graph* g, bool node_priority) {

@@ -938,6 +938,14 @@ CUresult refused_attribute(CUlaunchAttributeID id) {
   }
 }
 
+// A NULL attribute value crashed the H200's driver in both Set and GetAttribute (launch_attr_probe
+// attr/bad/set_null_value, get_null_value): refused here, and recorded.
+CUresult null_value(std::string_view entry) {
+  record_violation(ViolationKind::null_argument, entry,
+                   fmt::format("{} with a NULL value (the real driver crashes)", entry));
+  return fail(CUDA_ERROR_INVALID_VALUE, fmt::format("{} with a NULL value; the real driver crashes", entry));
+}
+
 // The node's kernel parameters for an attribute call; a destroyed or non-kernel node is refused
 // (the real driver crashed on one of these misuses in launch_attr_probe attr_other).
 KernelP* attr_node(CUgraphNode h, std::string_view entry) {
@@ -946,7 +954,7 @@ KernelP* attr_node(CUgraphNode h, std::string_view entry) {
 
 CUresult sim_cuGraphKernelNodeGetAttribute(CUgraphNode h, CUkernelNodeAttrID id, CUkernelNodeAttrValue* v) {
   TETHER_SIM_ENTER(cuGraphKernelNodeGetAttribute);
-  if (!v) return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphKernelNodeGetAttribute needs value_out");
+  if (!v) return null_value("cuGraphKernelNodeGetAttribute");
   Lock lock(graph_mutex());
   KernelP* k = attr_node(h, "cuGraphKernelNodeGetAttribute");
   if (!k) return fail(CUDA_ERROR_INVALID_VALUE, "the node is not a kernel node");
@@ -979,7 +987,7 @@ CUresult sim_cuGraphKernelNodeGetAttribute(CUgraphNode h, CUkernelNodeAttrID id,
 
 CUresult sim_cuGraphKernelNodeSetAttribute(CUgraphNode h, CUkernelNodeAttrID id, const CUkernelNodeAttrValue* v) {
   TETHER_SIM_ENTER(cuGraphKernelNodeSetAttribute);
-  if (!v) return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphKernelNodeSetAttribute needs a value");
+  if (!v) return null_value("cuGraphKernelNodeSetAttribute");
   Lock lock(graph_mutex());
   KernelP* k = attr_node(h, "cuGraphKernelNodeSetAttribute");
   if (!k) return fail(CUDA_ERROR_INVALID_VALUE, "the node is not a kernel node");
@@ -1028,9 +1036,14 @@ CUresult sim_cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src) {
   KernelP* to = attr_node(dst, "cuGraphKernelNodeCopyAttributes");
   KernelP* from = attr_node(src, "cuGraphKernelNodeCopyAttributes");
   if (!to || !from) return fail(CUDA_ERROR_INVALID_VALUE, "both nodes must be kernel nodes");
+  // The whole set is copied: the destination's own attributes go (launch_attr_probe attr/copy_all).
+  // A set that does not fit the destination's launch is refused with INVALID_VALUE, not with the
+  // SetAttribute error (attr/copy_not_divisor).
   KernelP next = *to;
   next.attrs = from->attrs;
-  if (CUresult r = check_kernel_attrs(next)) return r;
+  if (CUresult r = check_kernel_attrs(next))
+    return fail(CUDA_ERROR_INVALID_VALUE, fmt::format("the copied attributes do not fit the destination node ({}: {})",
+                                                      result_name(static_cast<int>(r)), ts().explain));
   to->attrs = from->attrs;
   return CUDA_SUCCESS;
 }

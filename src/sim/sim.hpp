@@ -109,6 +109,7 @@ enum class ViolationKind {
   destroyed_node_use,    ///< a destroyed node handle was used (the real driver does not check)
   unloaded_module_use,   ///< a launch used a function whose module or library was unloaded
   destroyed_event_use,   ///< an event record/wait node or operation used a destroyed event
+  null_argument,         ///< a NULL pointer the real driver dereferences unchecked (it crashes)
 };
 
 /// "use_after_free", ...

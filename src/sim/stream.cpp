@@ -158,7 +158,14 @@ void run_kernel(const KernelP& k, bool node_priority) {
   }
   LaunchInfo info{f->name, k.grid, k.block, k.shared};
   const std::array<unsigned, 3>& c = k.attrs.cluster;
-  if (c[0] | c[1] | c[2]) info.cluster = c;
+  if (c[0] && c[1] && c[2]) {
+    info.cluster = c;
+    // Only whole clusters run. A grid that is no multiple of the cluster can reach a launch only
+    // through a whole update from a node without a cluster, which keeps the executable's: on the
+    // H200 a grid of 7 under a kept cluster of 2 ran 6 blocks (launch_attr_probe
+    // cluster/update_kept_not_divisor).
+    for (std::size_t i = 0; i < 3; ++i) info.grid[i] = k.grid[i] / c[i] * c[i];
+  }
   info.cooperative = k.attrs.cooperative != 0;
   Stream* s = worker_stream();
   info.priority = node_priority ? k.attrs.priority : s ? s->priority : 0;

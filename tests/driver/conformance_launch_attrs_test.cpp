@@ -485,6 +485,56 @@ TEST_CASE_FIXTURE(AttrFixture,
   finish();
 }
 
+TEST_CASE_FIXTURE(AttrFixture,
+                  "la11b: cuGraphKernelNodeCopyAttributes copies the whole set, the destination's own attributes "
+                  "included, and refuses with INVALID_VALUE a cluster the destination's grid is no multiple of") {
+  CUgraphNode src = nullptr, dst = nullptr, seven = nullptr;
+  CUgraph g1 = one_node(params(k.cluster, {8}), src);
+  REQUIRE(set(src, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, cluster_value(2)) == CUDA_SUCCESS);
+  REQUIRE(set(src, CU_LAUNCH_ATTRIBUTE_PRIORITY, priority_value(-1)) == CUDA_SUCCESS);
+  CUgraph g2 = one_node(params(k.cluster, {8}), dst);
+  CUlaunchAttributeValue carve{};
+  carve.sharedMemCarveout = 25;
+  REQUIRE(set(dst, CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, carve) == CUDA_SUCCESS);
+  CHECK(raw<Entry::cuGraphKernelNodeCopyAttributes>(t, dst, src) == CUDA_SUCCESS);
+  CUlaunchAttributeValue v{};
+  CHECK(cluster_of(dst) == std::array<unsigned, 3>{2, 1, 1});
+  CHECK(get(dst, CU_LAUNCH_ATTRIBUTE_PRIORITY, v) == CUDA_SUCCESS);
+  CHECK(v.priority == -1);
+  CHECK(get(dst, CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, v) == CUDA_SUCCESS);
+  CHECK(v.sharedMemCarveout == 0);
+  CHECK(run_clustered(g2).cluster == std::array<int, 3>{2, 1, 1});
+  CUgraph g3 = one_node(params(k.cluster, {7}), seven);
+  CHECK(raw<Entry::cuGraphKernelNodeCopyAttributes>(t, seven, src) == CUDA_ERROR_INVALID_VALUE);
+  CHECK(cluster_of(seven) == std::array<unsigned, 3>{0, 0, 0});
+  destroy_graph(g1);
+  destroy_graph(g2);
+  destroy_graph(g3);
+  finish();
+}
+
+TEST_CASE_FIXTURE(AttrFixture,
+                  "la11c: a whole update from a node without a cluster keeps the executable's cluster even when the "
+                  "new grid is no multiple of it, and then only whole clusters run (grid 7 in clusters of 2 runs 6 "
+                  "blocks)") {
+  CUgraphNode n = nullptr, n7 = nullptr;
+  CUgraph g = one_node(params(k.cluster, {8}), n);
+  REQUIRE(set(n, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, cluster_value(2)) == CUDA_SUCCESS);
+  CUgraph g7 = one_node(params(k.cluster, {7}), n7);
+  CUgraphExec e = instantiate(g);
+  CUresult r = CUDA_SUCCESS;
+  CUgraphExecUpdateResultInfo info = update(e, g7, r);
+  CHECK(r == CUDA_SUCCESS);
+  CHECK(info.result == CU_GRAPH_EXEC_UPDATE_SUCCESS);
+  Clustered c = clustered(e);
+  CHECK(c.cluster == std::array<int, 3>{2, 1, 1});
+  CHECK(c.blocks == 6);
+  destroy_exec(e);
+  destroy_graph(g);
+  destroy_graph(g7);
+  finish();
+}
+
 // --------------------------------------------------------------------------------- cooperative
 
 TEST_CASE_FIXTURE(AttrFixture,
@@ -926,6 +976,28 @@ TEST_CASE_FIXTURE(AttrFixture,
   CHECK(contains(what, "simulator: the simulator does not model device-updatable kernel nodes"));
   CHECK(get(n, CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE, v) == CUDA_SUCCESS);
   CHECK(v.deviceUpdatableKernelNode.deviceUpdatable == 0);
+  destroy_graph(g);
+  finish();
+}
+
+TEST_CASE_FIXTURE(AttrFixture,
+                  "a NULL value to cuGraphKernelNodeSetAttribute or GetAttribute, which crashes the real driver, is "
+                  "refused by the simulator with INVALID_VALUE and recorded as null_argument") {
+  if (!sim) return;
+  CUgraphNode n = nullptr;
+  CUgraph g = one_node(params(k.cluster, {8}), n);
+  CHECK(raw<Entry::cuGraphKernelNodeSetAttribute>(t, n, CU_LAUNCH_ATTRIBUTE_PRIORITY,
+                                                  static_cast<const CUlaunchAttributeValue*>(nullptr)) ==
+        CUDA_ERROR_INVALID_VALUE);
+  CHECK(raw<Entry::cuGraphKernelNodeGetAttribute>(t, n, CU_LAUNCH_ATTRIBUTE_PRIORITY,
+                                                  static_cast<CUlaunchAttributeValue*>(nullptr)) ==
+        CUDA_ERROR_INVALID_VALUE);
+  std::vector<tether::sim::Violation> vs = tether::sim::violations();
+  REQUIRE(vs.size() == 2);
+  CHECK(vs[0].kind == tether::sim::ViolationKind::null_argument);
+  CHECK(vs[0].entry_point == "cuGraphKernelNodeSetAttribute");
+  CHECK(contains(vs[1].detail, "cuGraphKernelNodeGetAttribute with a NULL value (the real driver crashes)"));
+  tether::sim::clear_violations();
   destroy_graph(g);
   finish();
 }
