@@ -60,6 +60,15 @@ CUresult fake_add_kernel(CUgraphNode* out, CUgraph, const CUgraphNode*, std::siz
   *out = reinterpret_cast<CUgraphNode>(g_next_node += 16);
   return CUDA_SUCCESS;
 }
+// tether adds through the generic entry point, updates with the generic setters: fakes of the
+// same triviality as the per-kind ones the raw side calls.
+CUresult fake_add_node(CUgraphNode* out, CUgraph, const CUgraphNode*, const CUgraphEdgeData*, std::size_t,
+                       CUgraphNodeParams*) {
+  *out = reinterpret_cast<CUgraphNode>(g_next_node += 16);
+  return CUDA_SUCCESS;
+}
+CUresult fake_node_set(CUgraphNode, CUgraphNodeParams*) { return CUDA_SUCCESS; }
+CUresult fake_exec_node_set(CUgraphExec, CUgraphNode, CUgraphNodeParams*) { return CUDA_SUCCESS; }
 CUresult fake_destroy_node(CUgraphNode) { return CUDA_SUCCESS; }
 CUresult fake_kernel_set(CUgraphNode, const CUDA_KERNEL_NODE_PARAMS*) { return CUDA_SUCCESS; }
 CUresult fake_kernel_get(CUgraphNode, CUDA_KERNEL_NODE_PARAMS* p) {
@@ -127,6 +136,9 @@ void install_fakes(detail::DriverTable& t) {
   t.set<Entry::cuGraphCreate>(&fake_graph_create);
   t.set<Entry::cuGraphDestroy>(&fake_graph_destroy);
   t.set<Entry::cuGraphAddKernelNode>(&fake_add_kernel);
+  t.set<Entry::cuGraphAddNode>(&fake_add_node);
+  t.set<Entry::cuGraphNodeSetParams>(&fake_node_set);
+  t.set<Entry::cuGraphExecNodeSetParams>(&fake_exec_node_set);
   t.set<Entry::cuGraphDestroyNode>(&fake_destroy_node);
   t.set<Entry::cuGraphKernelNodeSetParams>(&fake_kernel_set);
   t.set<Entry::cuGraphKernelNodeGetParams>(&fake_kernel_get);

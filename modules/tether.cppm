@@ -6,7 +6,6 @@
 // TETHER_EXPORT; tether::detail is reachable but not exported.
 module;
 #include "prelude.hpp"
-#include <dlfcn.h>
 
 export module tether;
 

@@ -7,9 +7,10 @@
 
 #include "tether.hpp"
 
-#ifdef TETHER_EXPORT_IS_EXPORT
-#error "header mode must not see the module's export macro"
-#endif
+// Header mode must not see the module's `export`: TETHER_EXPORT expands to nothing here.
+#define TETHER_TEST_STR2(x) #x
+#define TETHER_TEST_STR(x) TETHER_TEST_STR2(x)
+static_assert(sizeof(TETHER_TEST_STR(TETHER_EXPORT)) == 1, "header mode must not see the module's export macro");
 
 TEST_CASE("header mode exposes the same API without importing the module") {
   tether::DriverError e("cuGraphLaunch", 400, "", "");

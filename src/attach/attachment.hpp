@@ -22,14 +22,14 @@ void release_on_reclaimer(Owners&& owners) noexcept;
 
 /// Guards the owners of an operation that may fail before they reach an attachment: whatever is
 /// still in the bundle when the guard goes is released on the reclaimer, not on the caller's thread.
-class UnusedOwners {
+class ReleaseIfUnused {
  public:
-  explicit UnusedOwners(Owners& owners) noexcept : owners_(owners) {}
-  ~UnusedOwners() {
+  explicit ReleaseIfUnused(Owners& owners) noexcept : owners_(owners) {}
+  ~ReleaseIfUnused() {
     if (!owners_.empty()) release_on_reclaimer(std::move(owners_));
   }
-  UnusedOwners(const UnusedOwners&) = delete;
-  UnusedOwners& operator=(const UnusedOwners&) = delete;
+  ReleaseIfUnused(const ReleaseIfUnused&) = delete;
+  ReleaseIfUnused& operator=(const ReleaseIfUnused&) = delete;
 
  private:
   Owners& owners_;

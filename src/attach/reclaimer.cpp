@@ -219,7 +219,7 @@ void Reclaimer::at_exit() noexcept {
   r.exited_.store(true, std::memory_order_release);
 }
 
-void defer_to_reclaimer(std::function<void()> fn) noexcept {
+void run_on_reclaimer(std::function<void()> fn) noexcept {
   Reclaimer& r = Reclaimer::instance();
   try {
     r.ensure_started();

@@ -107,7 +107,7 @@ bool draining_here() noexcept;
 /// Runs `fn` on the reclaimer (later, where CUDA calls are allowed). For resource destructors that
 /// find themselves where the driver refuses calls. Allocates; never throws (on allocation failure
 /// the release is reported through the error hook and leaked).
-void defer_to_reclaimer(std::function<void()> fn) noexcept;
+void run_on_reclaimer(std::function<void()> fn) noexcept;
 
 class Reclaimer {
  public:

@@ -89,9 +89,10 @@ struct ExecState {
   CUgraphExec exec = nullptr;
   ExecAccumulator* acc = nullptr;  // the caller's reference; CUDA's copy lives in the executable
   std::shared_ptr<ExecOwners> owners;  // its mutex is the executable's lock
-  // Per-node updates take nodes of this graph's root. Why a weak_ptr, compared by owner: a raw
-  // pointer would match a new graph allocated where the source died.
-  std::weak_ptr<const Hierarchy> source;
+  // Per-node updates take nodes of this graph's root. Why owned: node handles do not own their
+  // graph, and an executable's nodes stay updatable after the Graph itself was dropped; compared
+  // with a handle by ownership, so a new graph allocated where another died never matches.
+  std::shared_ptr<Hierarchy> source;
 
   explicit ExecState(const Context& c) : ctx(c) { g_live_execs.fetch_add(1, std::memory_order_relaxed); }
 
@@ -134,7 +135,7 @@ struct ExecState {
     if (on_reclaimer_thread())
       destroy();
     else
-      defer_to_reclaimer(destroy);
+      run_on_reclaimer(destroy);
   }
 };
 
@@ -363,25 +364,32 @@ UpdateResult GraphExec::update(const Graph& graph) {
   return {};
 }
 
-void GraphExec::check(const detail::NodeRef& n, const char* what) const {
-  if (!n.valid())
-    throw UsageError(fmt::format("{} is not valid (default-constructed, removed, or its graph was destroyed)", what));
-  const bool same_source = !s_->source.owner_before(n.hierarchy) && !n.hierarchy.owner_before(s_->source);
-  if (!same_source)
+void GraphExec::throw_node_error(const char* what, bool valid) {
+  if (valid)
     throw UsageError(fmt::format("{} is not a node of the graph this executable was instantiated from", what));
+  throw UsageError(fmt::format("{} is not valid (default-constructed, removed, or its graph was destroyed)", what));
 }
 
-void GraphExec::node_update(const detail::NodeRef& n, const char* node_what, Owners&& owners,
-                            detail::FunctionRef<CUresult(CUgraphNode)> apply, detail::Entry entry, const char* what) {
-  detail::UnusedOwners guard(owners);  // a rejected update releases its owners (on the reclaimer)
-  check(n, node_what);
-  // Shared with the edits of the source graph: a commit or rollback that retires the node cannot
-  // run between the check and the driver call (the real driver does not validate node handles).
-  std::shared_lock publishing(n.hierarchy->publish_mu);
-  check(n, node_what);
+detail::NodeRecord* GraphExec::checked_record(const detail::NodeRef& n, const char* what) const {
+  // Called with the source's publish lock held: a commit or rollback that retires the node cannot
+  // run between this check and the driver call (the real driver does not validate node handles).
   detail::NodeRecord* r = n.record;
-  if (r->box != n.hierarchy->root_box || !r->alive)
-    throw UsageError(fmt::format("{} is not a node of the graph this executable was instantiated from", node_what));
+  if (!n.current() || r->box != s_->source->root_box || !r->alive) throw_node_error(what, n.current());
+  return r;
+}
+
+void GraphExec::set_node(detail::NodeRecord* r, CUgraphNodeParams& p, const char* what) {
+  CUresult res = detail::raw<detail::Entry::cuGraphExecNodeSetParams>(*s_->drv, s_->exec, r->node, &p);
+  if (res != CUDA_SUCCESS) detail::throw_call_error(*s_->drv, detail::Entry::cuGraphExecNodeSetParams, res, what);
+}
+
+void GraphExec::node_update(const detail::NodeRef& n, const char* node_what, Owners* extra,
+                            detail::FunctionRef<Owners(detail::NodeRecord*)> build) {
+  // Compared by ownership: the record is read only once the source (kept by this executable) is
+  // known to be its hierarchy.
+  if (!n.record || !detail::same_hierarchy(n.hierarchy, s_->source)) throw_node_error(node_what, n.valid());
+  std::shared_lock publishing(s_->source->publish_mu);
+  detail::NodeRecord* r = checked_record(n, node_what);
   Owners dead;
   {
     // The context is made current: the real driver crashed (SIGSEGV) in
@@ -392,8 +400,8 @@ void GraphExec::node_update(const detail::NodeRef& n, const char* node_what, Own
     // address stays valid until the next growth; the retired list gets room for one more).
     detail::ExecOwners::Slot& slot = o.slot(r);
     if (o.retired.size() == o.retired.capacity()) o.retired.reserve(o.retired.capacity() * 2 + 4);
-    CUresult res = apply(r->node);
-    if (res != CUDA_SUCCESS) detail::throw_call_error(*s_->drv, entry, res, what);
+    Owners owners = build(r);  // a rejected update releases its owners (on the reclaimer)
+    if (extra) detail::OwnersAccess::merge_after_first(owners, std::move(*extra));
     o.supersede(slot, dead);
     slot.owners = std::move(owners);
     slot.installed_at = o.launches;
@@ -401,59 +409,63 @@ void GraphExec::node_update(const detail::NodeRef& n, const char* node_what, Own
   detail::release_on_reclaimer(std::move(dead));
 }
 
-void GraphExec::update(const Node<EventRecordNode>& node, const Event& event) {
-  live("GraphExec::update");
-  CUevent e = event.get();
-  node_update(
-      detail::NodeAccess::ref(node), "the event record node to update", Owners{event},
-      [&](CUgraphNode n) { return detail::raw<detail::Entry::cuGraphExecEventRecordNodeSetEvent>(table(), handle(), n, e); },
-      detail::Entry::cuGraphExecEventRecordNodeSetEvent, "updating an event record node of an executable graph");
+GraphExec::KeepingUpdate GraphExec::keeping(Owners&& owners) {
+  live("GraphExec::keeping");
+  return KeepingUpdate(this, std::move(owners));
 }
 
-void GraphExec::update(const Node<EventWaitNode>& node, const Event& event) {
+void GraphExec::do_update(Owners* extra, const Node<EventRecordNode>& node, const Event& event) {
   live("GraphExec::update");
-  CUevent e = event.get();
-  node_update(
-      detail::NodeAccess::ref(node), "the event wait node to update", Owners{event},
-      [&](CUgraphNode n) { return detail::raw<detail::Entry::cuGraphExecEventWaitNodeSetEvent>(table(), handle(), n, e); },
-      detail::Entry::cuGraphExecEventWaitNodeSetEvent, "updating an event wait node of an executable graph");
+  detail::EventDesc<true> d(event);
+  node_update(detail::NodeAccess::ref(node), "the event record node to update", extra, [&](detail::NodeRecord* r) {
+    set_node(r, d.params(), "updating an event record node of an executable graph");
+    return std::move(d.owners());
+  });
+}
+
+void GraphExec::do_update(Owners* extra, const Node<EventWaitNode>& node, const Event& event) {
+  live("GraphExec::update");
+  detail::EventDesc<false> d(event);
+  node_update(detail::NodeAccess::ref(node), "the event wait node to update", extra, [&](detail::NodeRecord* r) {
+    set_node(r, d.params(), "updating an event wait node of an executable graph");
+    return std::move(d.owners());
+  });
 }
 
 void GraphExec::update(const Node<ChildNode>& node, const Graph& graph) {
   detail::ExecState& st = live("GraphExec::update");
-  check(detail::NodeAccess::ref(node), "the child graph node to update");
+  const detail::NodeRef& n = detail::NodeAccess::ref(node);
+  if (!n.record || !detail::same_hierarchy(n.hierarchy, st.source)) throw_node_error("the child graph node to update", n.valid());
   const auto& h = detail::GraphAccess::live(graph, "GraphExec::update");
   detail::HierarchyGuard source_lock(h->mu, "GraphExec::update");
   h->check_usable();
-  const detail::NodeRef& n = detail::NodeAccess::ref(node);
-  std::shared_lock publishing(n.hierarchy->publish_mu);
-  check(n, "the child graph node to update");
-  std::lock_guard lock(st.owners->mu);
-  detail::ScopedContext scope(*st.drv, st.ctx.get());
+  std::shared_lock publishing(st.source->publish_mu);
+  detail::NodeRecord* r = checked_record(n, "the child graph node to update");
+  detail::ExecState::Guard locked(st);
   // CUDA swaps the references: the executable drops the old child's and takes `graph`'s (fact 6d).
   detail::call<detail::Entry::cuGraphExecChildGraphNodeSetParams>(
-      *st.drv, "updating a child graph node of an executable graph", st.exec, n.record->node, h->root().graph);
+      *st.drv, "updating a child graph node of an executable graph", st.exec, r->node, h->root().graph);
 }
 
 void GraphExec::set_enabled(const detail::NodeRef& n, bool on) {
   detail::ExecState& st = live("GraphExec::enable");
-  check(n, "the node to enable or disable");
-  std::shared_lock publishing(n.hierarchy->publish_mu);
-  check(n, "the node to enable or disable");
+  if (!n.record || !detail::same_hierarchy(n.hierarchy, st.source)) throw_node_error("the node to enable or disable", n.valid());
+  std::shared_lock publishing(st.source->publish_mu);
+  detail::NodeRecord* r = checked_record(n, "the node to enable or disable");
   detail::ExecState::Guard locked(st);
   detail::call<detail::Entry::cuGraphNodeSetEnabled>(*st.drv, on ? "enabling a node" : "disabling a node", st.exec,
-                                                     n.record->node, on ? 1u : 0u);
+                                                     r->node, on ? 1u : 0u);
 }
 
 bool GraphExec::get_enabled(const detail::NodeRef& n) const {
   detail::ExecState& st = live("GraphExec::enabled");
-  check(n, "the node to query");
-  std::shared_lock publishing(n.hierarchy->publish_mu);
-  check(n, "the node to query");
+  if (!n.record || !detail::same_hierarchy(n.hierarchy, st.source)) throw_node_error("the node to query", n.valid());
+  std::shared_lock publishing(st.source->publish_mu);
+  detail::NodeRecord* r = checked_record(n, "the node to query");
   detail::ExecState::Guard locked(st);
   unsigned on = 0;
-  detail::call<detail::Entry::cuGraphNodeGetEnabled>(*st.drv, "querying whether a node is enabled", st.exec,
-                                                     n.record->node, &on);
+  detail::call<detail::Entry::cuGraphNodeGetEnabled>(*st.drv, "querying whether a node is enabled", st.exec, r->node,
+                                                     &on);
   return on != 0;
 }
 

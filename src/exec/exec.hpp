@@ -6,7 +6,7 @@
 
 #include "../config.hpp"
 #include "../prelude.hpp"
-#include "../graph/graph.hpp"
+#include "../graph/edit.hpp"
 #include "../resources/stream.hpp"
 
 namespace tether::detail {
@@ -116,28 +116,48 @@ class GraphExec {
   /// Throws DriverError for other failures, UsageError for an invalid graph.
   UpdateResult update(const Graph& graph);
 
-  /// Per-node update of a kernel node (cuGraphExecKernelNodeSetParams), checked like
-  /// `Edit::launch`. Changes this executable only (not the graph). The new owners are kept until
-  /// superseded and no launch can use them. `node` must be a node of the graph this executable was
-  /// instantiated from. A rejected update throws DriverError and releases its owners; the
-  /// executable keeps running its previous version.
+  /// Per-node update of a kernel node (cuGraphExecNodeSetParams): dimensions, dynamic shared
+  /// memory and arguments, checked like `Edit::launch`. Changes this executable only (not the
+  /// graph). A Launch that sets a node attribute throws UsageError (an executable's attributes
+  /// cannot change per node; see Launch). The new owners (the arguments and the node's kernel) are
+  /// kept until superseded and no launch can use them. `node` must be a node of the graph this
+  /// executable was instantiated from. A rejected update throws DriverError and releases its
+  /// owners; the executable keeps running its previous version.
   template <class... P, class... A>
-  void update(const Node<KernelNode<P...>>& node, Grid grid, Block block, A&&... args);
-  /// Per-node update of a memset node (cuGraphExecMemsetNodeSetParams).
+  void update(const Node<KernelNode<P...>>& node, const Launch& launch, A&&... args) {
+    do_update(nullptr, node, launch, std::forward<A>(args)...);
+  }
+  /// Shorthand for `update(node, Launch{grid, block}, args...)`.
+  template <class... P, class... A>
+  void update(const Node<KernelNode<P...>>& node, Grid grid, Block block, A&&... args) {
+    do_update(nullptr, node, Launch{grid, block}, std::forward<A>(args)...);
+  }
+  /// Per-node update of a memset node (cuGraphExecNodeSetParams).
   template <class Dst, class T>
-  void update(const Node<MemsetNode>& node, Dst&& dst, const T& value);
-  /// Per-node update of a memcpy node (cuGraphExecMemcpyNodeSetParams).
+  void update(const Node<MemsetNode>& node, Dst&& dst, const T& value) {
+    do_update(nullptr, node, std::forward<Dst>(dst), value);
+  }
+  /// Per-node update of a memcpy node (cuGraphExecNodeSetParams).
   template <class Dst, class Src>
-  void update(const Node<MemcpyNode>& node, Dst&& dst, Src&& src, std::size_t count = 0);
-  /// Per-node update of a host node (cuGraphExecHostNodeSetParams).
+  void update(const Node<MemcpyNode>& node, Dst&& dst, Src&& src, std::size_t count = 0) {
+    do_update(nullptr, node, std::forward<Dst>(dst), std::forward<Src>(src), count);
+  }
+  /// Per-node update of a host node (cuGraphExecNodeSetParams).
   template <class F>
-  void update(const Node<HostNode>& node, F&& fn);
-  /// Per-node update of an event record / wait node (cuGraphExec{EventRecord,EventWait}NodeSetEvent).
-  void update(const Node<EventRecordNode>& node, const Event& event);
-  void update(const Node<EventWaitNode>& node, const Event& event);
+  void update(const Node<HostNode>& node, F&& fn) {
+    do_update(nullptr, node, std::forward<F>(fn));
+  }
+  /// Per-node update of an event record / wait node (cuGraphExecNodeSetParams).
+  void update(const Node<EventRecordNode>& node, const Event& event) { do_update(nullptr, node, event); }
+  void update(const Node<EventWaitNode>& node, const Event& event) { do_update(nullptr, node, event); }
   /// Per-node update of a child graph node with a copy of `graph` (cuGraphExecChildGraphNodeSetParams,
   /// same topology required): the executable drops the old child's references and takes `graph`'s.
   void update(const Node<ChildNode>& node, const Graph& graph);
+
+  /// Extra owners for the next per-node update's version: `exec.keeping(std::move(o)).update(node,
+  /// ...)`. They are kept like that version's own owners, and not carried over to a later update.
+  class KeepingUpdate;
+  KeepingUpdate keeping(Owners&& owners);
 
   /// Enables or disables a kernel, memcpy or memset node in this executable (cuGraphNodeSetEnabled).
   template <class K>
@@ -166,9 +186,29 @@ class GraphExec {
   friend class Graph;
   explicit GraphExec(std::shared_ptr<detail::ExecState> s) noexcept : s_(std::move(s)) {}
   detail::ExecState& live(std::string_view call) const;
-  void check(const detail::NodeRef& n, const char* what) const;
-  void node_update(const detail::NodeRef& n, const char* node_what, Owners&& owners,
-                   detail::FunctionRef<CUresult(CUgraphNode)> apply, detail::Entry entry, const char* what);
+  // The one per-node update path: checks `n` once under its graph's publish lock, then
+  // `build(record)` builds the kind's descriptor and makes the driver call (throwing on failure)
+  // and returns the version's owners, which (with `extra`) replace the node's executable version.
+  void node_update(const detail::NodeRef& n, const char* node_what, Owners* extra,
+                   detail::FunctionRef<Owners(detail::NodeRecord*)> build);
+  detail::NodeRecord* checked_record(const detail::NodeRef& n, const char* what) const;
+  [[noreturn]] static void throw_node_error(const char* what, bool valid);
+  void set_node(detail::NodeRecord* r, CUgraphNodeParams& p, const char* what);
+
+  template <class... P, class... A>
+  void do_update(Owners* extra, const Node<KernelNode<P...>>& node, const Launch& launch, A&&... args);
+  template <class... P, class... A>
+  void do_update(Owners* extra, const Node<KernelNode<P...>>& node, Grid grid, Block block, A&&... args) {
+    do_update(extra, node, Launch{grid, block}, std::forward<A>(args)...);
+  }
+  template <class Dst, class T>
+  void do_update(Owners* extra, const Node<MemsetNode>& node, Dst&& dst, const T& value);
+  template <class Dst, class Src>
+  void do_update(Owners* extra, const Node<MemcpyNode>& node, Dst&& dst, Src&& src, std::size_t count = 0);
+  template <class F>
+  void do_update(Owners* extra, const Node<HostNode>& node, F&& fn);
+  void do_update(Owners* extra, const Node<EventRecordNode>& node, const Event& event);
+  void do_update(Owners* extra, const Node<EventWaitNode>& node, const Event& event);
   void set_enabled(const detail::NodeRef& n, bool on);
   bool get_enabled(const detail::NodeRef& n) const;
   const Context& context() const noexcept;
@@ -178,74 +218,76 @@ class GraphExec {
   std::shared_ptr<detail::ExecState> s_;
 };
 
+/// One per-node update with extra owners (from `GraphExec::keeping`): call `update` on it once,
+/// with the arguments `GraphExec::update` takes.
+class GraphExec::KeepingUpdate {
+ public:
+  template <class K, class... A>
+  void update(const Node<K>& node, A&&... args) && {
+    if (!exec_) throw UsageError("GraphExec::keeping(...).update: this update was already made");
+    std::exchange(exec_, nullptr)->do_update(&extra_, node, std::forward<A>(args)...);
+  }
+
+ private:
+  friend class GraphExec;
+  KeepingUpdate(GraphExec* e, Owners&& extra) : exec_(e), extra_(std::move(extra)) {}
+  GraphExec* exec_;
+  Owners extra_;
+};
+
 // ---------------------------------------------------------------------------- templates
 
 template <class... P, class... A>
-void GraphExec::update(const Node<KernelNode<P...>>& node, Grid grid, Block block, A&&... args) {
+void GraphExec::do_update(Owners* extra, const Node<KernelNode<P...>>& node, const Launch& launch, A&&... args) {
   static_assert(detail::KernelArgsCheck<std::tuple<P...>, A&&...>::ok);
   live("GraphExec::update");
-  check(detail::NodeAccess::ref(node), "the kernel node to update");
-  detail::check_launch<P...>("GraphExec::update", grid, block, args...);
-  const auto& kernel = detail::NodeAccess::extra(node).kernel;
-  if (!kernel) throw UsageError("GraphExec::update: this kernel node handle does not carry its kernel");
-  std::tuple<P...> values{detail::kernel_value<P>(args)...};
-  std::array<void*, sizeof...(P)> ptrs =
-      std::apply([](auto&... v) { return std::array<void*, sizeof...(P)>{&v...}; }, values);
-  CUDA_KERNEL_NODE_PARAMS p = detail::make_kernel_params(*kernel, grid, block, ptrs);
-  Owners owners = std::apply([&](auto&&... o) { return Owners{*kernel, std::move(o)...}; },
-                             std::tuple_cat(detail::kernel_owner<P>(std::forward<A>(args))...));
-  node_update(
-      detail::NodeAccess::ref(node), "the kernel node to update", std::move(owners),
-      [&](CUgraphNode n) { return detail::raw<detail::Entry::cuGraphExecKernelNodeSetParams>(table(), handle(), n, &p); },
-      detail::Entry::cuGraphExecKernelNodeSetParams, "updating a kernel node of an executable graph");
+  if (launch.attributes()) detail::throw_exec_attributes("GraphExec::update", launch.attributes());
+  // Built under the lock (the kernel comes from the graph's version of the node); the arguments
+  // are only copied there, so a refusal before leaves them with the caller.
+  node_update(detail::NodeAccess::ref(node), "the kernel node to update", extra, [&](detail::NodeRecord* r) {
+    // The kernel is the one the node runs: the graph's version of the node keeps it.
+    detail::KernelDesc<P...> d(table(), "GraphExec::update",
+                               detail::kernel_of<P...>(detail::kernel_version(*r, "GraphExec::update")), launch,
+                               std::forward<A>(args)...);
+    set_node(r, d.params(), "updating a kernel node of an executable graph");
+    return std::move(d.owners());
+  });
 }
 
 template <class Dst, class T>
-void GraphExec::update(const Node<MemsetNode>& node, Dst&& dst, const T& value) {
+void GraphExec::do_update(Owners* extra, const Node<MemsetNode>& node, Dst&& dst, const T& value) {
   static_assert(detail::Endpoint<Dst&&>::ok && !detail::Endpoint<Dst&&>::pinned,
                 "GraphExec::update(memset): the destination is a SharedBuffer<T>, a DeviceBuffer<T>&& or tether::unowned(p, count)");
   live("GraphExec::update");
-  check(detail::NodeAccess::ref(node), "the memset node to update");
-  CUDA_MEMSET_NODE_PARAMS p = detail::memset_params_of("GraphExec::update(memset)", dst, value);
-  Owners owners = std::apply([](auto&&... o) { return Owners(std::move(o)...); },
-                             detail::endpoint_owner(std::forward<Dst>(dst)));
-  CUcontext c = detail::context_handle(context());
-  node_update(
-      detail::NodeAccess::ref(node), "the memset node to update", std::move(owners),
-      [&](CUgraphNode n) { return detail::raw<detail::Entry::cuGraphExecMemsetNodeSetParams>(table(), handle(), n, &p, c); },
-      detail::Entry::cuGraphExecMemsetNodeSetParams, "updating a memset node of an executable graph");
+  // Built first: whatever happens next, its owners are released on the reclaimer.
+  detail::MemsetDesc d("GraphExec::update(memset)", detail::context_handle(context()), std::forward<Dst>(dst), value);
+  node_update(detail::NodeAccess::ref(node), "the memset node to update", extra, [&](detail::NodeRecord* r) {
+    set_node(r, d.params(), "updating a memset node of an executable graph");
+    return std::move(d.owners());
+  });
 }
 
 template <class Dst, class Src>
-void GraphExec::update(const Node<MemcpyNode>& node, Dst&& dst, Src&& src, std::size_t count) {
+void GraphExec::do_update(Owners* extra, const Node<MemcpyNode>& node, Dst&& dst, Src&& src, std::size_t count) {
   static_assert(detail::Endpoint<Dst&&>::ok && detail::Endpoint<Src&&>::ok,
                 "GraphExec::update(memcpy): each end is a shared or moved-in buffer, or tether::unowned(p, count)");
   live("GraphExec::update");
-  check(detail::NodeAccess::ref(node), "the memcpy node to update");
-  CUDA_MEMCPY3D cp = detail::memcpy_params_of("GraphExec::update(memcpy)", dst, src, count);
-  Owners owners = std::apply([](auto&&... o) { return Owners(std::move(o)...); },
-                             std::tuple_cat(detail::endpoint_owner(std::forward<Dst>(dst)),
-                                            detail::endpoint_owner(std::forward<Src>(src))));
-  CUcontext c = detail::context_handle(context());
-  node_update(
-      detail::NodeAccess::ref(node), "the memcpy node to update", std::move(owners),
-      [&](CUgraphNode n) { return detail::raw<detail::Entry::cuGraphExecMemcpyNodeSetParams>(table(), handle(), n, &cp, c); },
-      detail::Entry::cuGraphExecMemcpyNodeSetParams, "updating a memcpy node of an executable graph");
+  detail::MemcpyDesc d("GraphExec::update(memcpy)", detail::context_handle(context()), std::forward<Dst>(dst),
+                       std::forward<Src>(src), count);
+  node_update(detail::NodeAccess::ref(node), "the memcpy node to update", extra, [&](detail::NodeRecord* r) {
+    set_node(r, d.params(), "updating a memcpy node of an executable graph");
+    return std::move(d.owners());
+  });
 }
 
 template <class F>
-void GraphExec::update(const Node<HostNode>& node, F&& fn) {
-  static_assert(std::is_invocable_v<std::remove_cvref_t<F>&>,
-                "GraphExec::update(host): the callable must be invocable with no arguments");
+void GraphExec::do_update(Owners* extra, const Node<HostNode>& node, F&& fn) {
   live("GraphExec::update");
-  check(detail::NodeAccess::ref(node), "the host node to update");
-  Owners owners;
-  auto& stored = owners.adopt(std::forward<F>(fn));
-  CUDA_HOST_NODE_PARAMS p{&detail::host_trampoline<std::remove_cvref_t<F>>, static_cast<void*>(&stored)};
-  node_update(
-      detail::NodeAccess::ref(node), "the host node to update", std::move(owners),
-      [&](CUgraphNode n) { return detail::raw<detail::Entry::cuGraphExecHostNodeSetParams>(table(), handle(), n, &p); },
-      detail::Entry::cuGraphExecHostNodeSetParams, "updating a host node of an executable graph");
+  detail::HostDesc d(std::forward<F>(fn));
+  node_update(detail::NodeAccess::ref(node), "the host node to update", extra, [&](detail::NodeRecord* r) {
+    set_node(r, d.params(), "updating a host node of an executable graph");
+    return std::move(d.owners());
+  });
 }
 
 }  // namespace tether

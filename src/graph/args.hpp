@@ -39,15 +39,6 @@ Unowned<T> unowned(PinnedBuffer<T>& b) noexcept {
   return {b.data(), b.size()};
 }
 
-/// Grid dimensions of a kernel launch (blocks).
-struct Grid {
-  unsigned x = 1, y = 1, z = 1;
-};
-/// Block dimensions of a kernel launch (threads).
-struct Block {
-  unsigned x = 1, y = 1, z = 1;
-};
-
 }  // namespace tether
 
 namespace tether::detail {
@@ -101,10 +92,13 @@ struct KernelArg {
     else
       return false;
   }();
+  // Why brace initialisation: it is what refuses narrowing (double -> int, size_t -> int,
+  // int -> unsigned), which a plain conversion would perform silently.
+  static constexpr bool narrows = !pointer_param && std::is_convertible_v<A, P> && !requires { P{std::declval<A>()}; };
   static constexpr bool ok = pointer_param
                                  ? ((shared || device_rvalue) && buffer_ok) || (unowned && buffer_ok) || null
                                  : (!raw_pointer && !shared && !IsDeviceBuffer<Bare<A>>::value && !unowned &&
-                                    std::is_convertible_v<A, P>);
+                                    std::is_convertible_v<A, P> && !narrows);
   static constexpr bool owned = pointer_param && (shared || device_rvalue);
 };
 
@@ -122,11 +116,12 @@ P kernel_value(A& a) {
     return static_cast<P>(a);
 }
 
-/// The owner kept for argument `a` (a one-element tuple), or an empty tuple.
+/// A reference to argument `a` if tether keeps it (a one-element tuple), or an empty tuple: the
+/// version's owners are built from these with one copy (or move) per kept argument.
 template <class P, class A>
-auto kernel_owner(A&& a) {
+auto kernel_ref(A&& a) {
   if constexpr (KernelArg<P, A&&>::owned)
-    return std::tuple<Bare<A>>(std::forward<A>(a));
+    return std::forward_as_tuple(std::forward<A>(a));
   else
     return std::tuple<>();
 }
@@ -193,12 +188,4 @@ constexpr std::string_view endpoint_kind() {
   else
     return "unowned pointer";
 }
-template <class A>
-auto endpoint_owner(A&& a) {
-  if constexpr (Endpoint<A&&>::owned)
-    return std::tuple<Bare<A>>(std::forward<A>(a));
-  else
-    return std::tuple<>();
-}
-
 }  // namespace tether::detail

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 The tether authors
-#include "graph.hpp"
+#include "edit.hpp"
 
 namespace tether {
 
@@ -42,8 +42,12 @@ void throw_size_error(std::string_view what, SizeError e, std::size_t a, std::si
       throw UsageError(fmt::format("{}: the source has {} bytes, fewer than the {} bytes copied", what, a, b));
     case SizeError::memcpy_destination:
       throw UsageError(fmt::format("{}: the destination has {} bytes, fewer than the {} bytes copied", what, a, b));
+    case SizeError::alloc_empty:
+      throw UsageError(fmt::format("{}: allocating 0 elements: a graph allocation cannot be empty", what));
     case SizeError::alloc_overflow:
       throw UsageError(fmt::format("{}: allocating {} elements of {} bytes: the size overflows", what, a, b));
+    case SizeError::shared_memory:
+      throw UsageError(fmt::format("{}: {} bytes of dynamic shared memory do not fit the driver's 32-bit field", what, a));
   }
   throw UsageError(std::string(what));
 }
@@ -64,12 +68,17 @@ void check_not_body(const Box& box, const char* what) {
 CUcontext context_handle(const Context& c) noexcept { return c.get(); }
 
 Box* box_of(Transaction& tx, const BoxRef& ref, const char* what) {
-  if (!ref.valid())
-    throw UsageError(
-        fmt::format("{}: the graph view is invalid (empty, or CUDA destroyed the embedded graph or body)", what));
-  if (ref.hierarchy != tx.shared())
+  // Compared by ownership before anything is read: the edit keeps only its own hierarchy alive.
+  if (ref.box && same_hierarchy(ref.hierarchy, tx.shared())) {
+    if (ref.box->retired.load(std::memory_order_acquire))
+      throw UsageError(fmt::format("{}: the graph view is invalid (CUDA destroyed the embedded graph or body)", what));
+    return ref.box;
+  }
+  if (ref.valid())
     throw UsageError(fmt::format("{}: the graph view belongs to another graph than the one being edited", what));
-  return ref.box;
+  throw UsageError(fmt::format("{}: the graph view is invalid (empty, its graph is gone, or CUDA destroyed the embedded "
+                               "graph or body)",
+                               what));
 }
 
 std::vector<NodeRecord*> neighbours(Transaction& tx, NodeRecord* r, bool dependencies) {
@@ -102,15 +111,20 @@ std::vector<NodeRecord*> neighbours(Transaction& tx, NodeRecord* r, bool depende
 namespace {
 std::size_t count_nodes(const BoxRef& ref, const char* what) {
   check_calls_allowed(what);
-  if (!ref.valid()) throw UsageError(fmt::format("{}: the graph view is invalid (empty, or CUDA destroyed the graph)", what));
+  std::shared_ptr<Hierarchy> h = ref.lock();
+  if (!h)
+    throw UsageError(fmt::format("{}: the graph view is invalid (empty, its graph is gone, or CUDA destroyed the graph)",
+                                 what));
   // Inside this thread's own edit the lock is already held (and would deadlock).
-  if (ref.hierarchy->mu.held_here()) return ref.box->node_count;
-  HierarchyGuard lock(ref.hierarchy->mu, what);
+  if (h->mu.held_here()) return ref.box->node_count;
+  HierarchyGuard lock(h->mu, what);
   return ref.box->node_count;
 }
 CUgraph graph_of(const BoxRef& ref) {
-  if (!ref.valid())
-    throw UsageError("GraphRef::get: the graph view is invalid (empty, or CUDA destroyed the graph it showed)");
+  std::shared_ptr<Hierarchy> h = ref.lock();
+  if (!h)
+    throw UsageError("GraphRef::get: the graph view is invalid (empty, its graph is gone, or CUDA destroyed the graph it "
+                     "showed)");
   return ref.box->graph;
 }
 }  // namespace
@@ -129,9 +143,11 @@ struct Graph::Origin {
 template <bool InBody>
 BasicEdit<InBody> BasicGraphRef<InBody>::edit() const {
   detail::check_calls_allowed("GraphRef::edit");
-  if (!valid())
-    throw UsageError("GraphRef::edit: the graph view is invalid (empty, or CUDA destroyed the embedded graph or body)");
-  return BasicEdit<InBody>(ref_.hierarchy, ref_.box, *ctx_);
+  std::shared_ptr<detail::Hierarchy> h = ref_.lock();
+  if (!h)
+    throw UsageError("GraphRef::edit: the graph view is invalid (empty, its graph is gone, or CUDA destroyed the embedded "
+                     "graph or body)");
+  return BasicEdit<InBody>(std::move(h), ref_.box, *ctx_);
 }
 template <bool InBody>
 std::size_t BasicGraphRef<InBody>::node_count() const {
@@ -170,8 +186,12 @@ Graph Graph::clone() const {
 detail::NodeRef Graph::find_ref(const detail::NodeRef& source) const {
   live("Graph::find");
   if (!origin_) throw UsageError("find: this graph is not a clone");
-  if (!source.valid()) throw UsageError("find: the source node is no longer valid");
-  if (origin_->source.lock() != source.hierarchy) throw UsageError("find: the node is not from this clone's source");
+  std::shared_ptr<detail::Hierarchy> src = origin_->source.lock();
+  if (!src || !detail::same_hierarchy(source.hierarchy, src)) {
+    if (!source.valid()) throw UsageError("find: the source node is no longer valid");
+    throw UsageError("find: the node is not from this clone's source");
+  }
+  if (!source.current()) throw UsageError("find: the source node is no longer valid");
   Origin& o = const_cast<Origin&>(*origin_);
   std::call_once(o.once, [&] {
     o.index.reserve(o.pairs.size());

@@ -183,7 +183,7 @@ Hierarchy::~Hierarchy() {
   // run user-object destructors here, which only queue attachments for the reclaimer.
   CUresult r = cuda_forbidden_here() ? CUDA_ERROR_NOT_PERMITTED : raw<Entry::cuGraphDestroy>(*d, root);
   if (r == CUDA_ERROR_NOT_PERMITTED)
-    defer_to_reclaimer([d, root] {
+    run_on_reclaimer([d, root] {
       CUresult rr = raw<Entry::cuGraphDestroy>(*d, root);
       if (rr != CUDA_SUCCESS) report_error("destroying a graph on the reclaimer", result_name(rr));
     });
@@ -250,11 +250,8 @@ void Hierarchy::free_record(NodeRecord* r) noexcept {
   free_records = r;
 }
 
-void Hierarchy::publish(Box& box, NodeRecord* r, CUgraphNode node, CUgraphNodeType type,
-                        NodeAttachment* current) noexcept {
-  r->node = node;
-  r->type = type;
-  r->current = current;
+void Hierarchy::publish(Box& box, NodeRecord* r) noexcept {
+  r->current = nullptr;  // a pending record points at its staged version until now
   r->alive = true;
   box.link(r);
 }
@@ -375,7 +372,10 @@ void rekey(Hierarchy& dst, Box& copy_root_box, const Box& src,
         CUgraphNode n = nullptr;
         call<Entry::cuGraphNodeFindInClone>(drv, "finding a node in a copied graph", &n, r->node, db->graph);
         NodeRecord* c = dst.allocate_record();
-        dst.publish(*db, c, n, r->type, r->current);
+        c->node = n;
+        c->type = r->type;
+        dst.publish(*db, c);
+        c->current = r->current;
         if (r->type == CU_GRAPH_NODE_TYPE_GRAPH || r->type == CU_GRAPH_NODE_TYPE_CONDITIONAL) owners[r] = c;
         if (map) (*map)[r] = c;
         if (pairs) pairs->emplace_back(r, c);

@@ -4,7 +4,8 @@
 // The graph hierarchy (docs/design/attachments.md): one per root graph, with a
 // stable-address box for the root and for every CUDA-owned descendant (embedded child graphs and
 // conditional bodies), per-box node metadata that never owns, and a process-wide registry of live
-// raw graphs. Graph and node handles share ownership of the whole hierarchy.
+// raw graphs. A Graph (and an executable made from it) owns its hierarchy; views and node
+// handles refer to it without owning it.
 #pragma once
 
 #include "../config.hpp"
@@ -69,21 +70,38 @@ struct Box {
   }
 };
 
-/// A handle's view of a node: valid while the record's generation is unchanged.
+/// Whether `w` and `h` name the same hierarchy (compares ownership: never dereferences either).
+inline bool same_hierarchy(const std::weak_ptr<Hierarchy>& w, const std::shared_ptr<Hierarchy>& h) noexcept {
+  return h && !w.owner_before(h) && !h.owner_before(w);
+}
+
+/// A handle's view of a node: valid while its hierarchy lives and the record's generation is
+/// unchanged. Non-owning (a weak reference): a node handle never keeps a graph alive.
 struct NodeRef {
-  std::shared_ptr<Hierarchy> hierarchy;
+  std::weak_ptr<Hierarchy> hierarchy;
   NodeRecord* record = nullptr;
   std::uint32_t generation = 0;
-  bool valid() const noexcept {
+  /// Valid, for a caller that keeps the hierarchy alive (the record is then readable).
+  bool current() const noexcept {
     return record && record->generation.load(std::memory_order_acquire) == generation;
+  }
+  bool valid() const noexcept {
+    std::shared_ptr<Hierarchy> h = hierarchy.lock();
+    return h && current();
   }
 };
 
-/// A handle's view of one graph of a hierarchy.
+/// A handle's view of one graph of a hierarchy; non-owning, like NodeRef.
 struct BoxRef {
-  std::shared_ptr<Hierarchy> hierarchy;
+  std::weak_ptr<Hierarchy> hierarchy;
   Box* box = nullptr;
-  bool valid() const noexcept { return box && !box->retired.load(std::memory_order_acquire); }
+  /// The hierarchy, if it lives and the box was not retired (else null).
+  std::shared_ptr<Hierarchy> lock() const noexcept {
+    std::shared_ptr<Hierarchy> h = hierarchy.lock();
+    if (!h || !box || box->retired.load(std::memory_order_acquire)) return nullptr;
+    return h;
+  }
+  bool valid() const noexcept { return lock() != nullptr; }
 };
 
 /// Process-wide registry of live raw graphs (invariant 5). Its lock is never held during a driver
@@ -166,8 +184,9 @@ struct Hierarchy {
   NodeRecord* allocate_record();
   /// Returns an unpublished record to the free list.
   void free_record(NodeRecord* r) noexcept;
-  /// Publishes a prepared record: links it into `box` (no allocation).
-  void publish(Box& box, NodeRecord* r, CUgraphNode node, CUgraphNodeType type, NodeAttachment* current) noexcept;
+  /// Publishes a prepared record (its node and type already set): links it into `box` with no
+  /// version yet (the caller commits one). No allocation.
+  void publish(Box& box, NodeRecord* r) noexcept;
   /// The node is gone (removed by tether): unlinks and invalidates the record. Does not release.
   void retire_record(NodeRecord* r) noexcept;
   /// CUDA destroyed the graphs owned by `owner` (its node was destroyed or its graph replaced):

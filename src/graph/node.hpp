@@ -32,29 +32,15 @@ class Node;
 }  // namespace tether
 
 namespace tether::detail {
-// What a typed handle carries besides the node: a kernel node's handle carries its Kernel, so that
-// an update (which names no kernel) can keep the kernel's module alive in the new version.
-template <class K>
-struct NodeExtra {};
-template <class... P>
-struct NodeExtra<KernelNode<P...>> {
-  std::optional<Kernel<P...>> kernel;
-};
-
 struct NodeAccess {
   template <class K>
   static const NodeRef& ref(const Node<K>& n) noexcept {
     return n.ref_;
   }
   template <class K>
-  static const NodeExtra<K>& extra(const Node<K>& n) noexcept {
-    return n.extra_;
-  }
-  template <class K>
-  static Node<K> make(NodeRef r, NodeExtra<K> extra = {}) noexcept {
+  static Node<K> make(NodeRef r) noexcept {
     Node<K> n;
     n.ref_ = std::move(r);
-    n.extra_ = std::move(extra);
     return n;
   }
 };
@@ -63,11 +49,12 @@ struct NodeAccess {
 TETHER_EXPORT namespace tether {
 
 /// A typed handle to one node of a graph (or of an embedded child graph or conditional body).
-/// Cheap to copy; it shares ownership of the graph's whole hierarchy, so the graph outlives it.
-/// A handle becomes invalid when its node is removed, when the edit that created it is rolled back,
-/// or when CUDA destroys the graph it lives in (its child-graph or conditional node was removed);
-/// using an invalid handle throws UsageError and never reaches the driver (the driver does not
-/// check node handles: a second cuGraphDestroyNode crashes it).
+/// Cheap to copy (one weak reference count) and non-owning: it never keeps the graph, or the
+/// owners of its nodes, alive. A handle becomes invalid when its node is removed, when the edit
+/// that created it is rolled back, when its graph is gone (the Graph and every executable made
+/// from it), or when CUDA destroys the graph it lives in (its child-graph or conditional node was
+/// removed); using an invalid handle throws UsageError and never reaches the driver (the driver
+/// does not check node handles: a second cuGraphDestroyNode crashes it).
 ///
 /// Thread safety: `valid()` may be called concurrently with edits of the graph.
 template <class Kind>
@@ -87,7 +74,8 @@ class Node {
 
   /// The driver's node handle. Throws UsageError if the handle is invalid.
   CUgraphNode get() const {
-    if (!valid())
+    std::shared_ptr<detail::Hierarchy> h = ref_.hierarchy.lock();
+    if (!h || !ref_.current())
       throw UsageError("Node::get: this node handle is invalid (default-constructed, removed, rolled back, or its "
                        "graph was destroyed)");
     return ref_.record->node;
@@ -103,7 +91,6 @@ class Node {
  private:
   friend struct detail::NodeAccess;
   detail::NodeRef ref_;
-  [[no_unique_address]] detail::NodeExtra<Kind> extra_;
 };
 
 }  // namespace tether

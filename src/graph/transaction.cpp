@@ -13,47 +13,6 @@ void mark_unusable(Hierarchy& h, const char* why, std::string_view detail) noexc
 
 }  // namespace
 
-void KernelCall::reserve(std::size_t nbytes, std::size_t nargs) {
-  heap_bytes_.reset(nbytes > kInlineBytes ? new std::byte[nbytes] : nullptr);
-  heap_args_.reset(nargs > kInlineArgs ? new void*[nargs] : nullptr);
-  nbytes_ = nbytes;
-  nargs_ = nargs;
-}
-
-KernelCall KernelCall::copy(const CUDA_KERNEL_NODE_PARAMS& p, std::span<const std::size_t> sizes) {
-  KernelCall k;
-  k.params = p;
-  auto aligned = [](std::size_t n) { return (n + 15) / 16 * 16; };
-  std::size_t total = 0;
-  for (std::size_t s : sizes) total = aligned(total) + s;
-  k.reserve(total, sizes.size());
-  std::size_t offset = 0;
-  for (std::size_t i = 0; i < sizes.size(); ++i) {
-    offset = aligned(offset);
-    std::memcpy(k.bytes() + offset, p.kernelParams[i], sizes[i]);
-    k.args()[i] = k.bytes() + offset;
-    offset += sizes[i];
-  }
-  k.params.kernelParams = sizes.empty() ? nullptr : k.args();
-  k.params.extra = nullptr;
-  return k;
-}
-
-void KernelCall::assign(const KernelCall& o) {
-  params = o.params;
-  if (o.nargs_ == 0 && o.nbytes_ == 0) {
-    // Parameters that point at the caller's arguments (not a copy): nothing to rebase.
-    reserve(0, 0);
-    return;
-  }
-  reserve(o.nbytes_, o.nargs_);
-  const std::byte* from = const_cast<KernelCall&>(o).bytes();
-  if (o.nbytes_) std::memcpy(bytes(), from, o.nbytes_);
-  for (std::size_t i = 0; i < o.nargs_; ++i)
-    args()[i] = bytes() + (static_cast<const std::byte*>(const_cast<KernelCall&>(o).args()[i]) - from);
-  params.kernelParams = args();
-}
-
 Transaction::Transaction(std::shared_ptr<Hierarchy> h) : h_(std::move(h)), thread_(std::this_thread::get_id()) {
   h_->mu.lock("Graph::edit");
   if (h_->unusable) {
@@ -70,8 +29,7 @@ void Transaction::throw_wrong_thread(std::string_view what) {
 
 void Transaction::finish() noexcept {
   ops_.clear();
-  undos_.clear();
-  kept_.clear();
+  arena_.clear();
   done_ = true;
   h_->mu.unlock();  // from any thread: an edit dropped elsewhere rolls back and unlocks there
 }
@@ -80,20 +38,29 @@ Transaction::~Transaction() {
   if (!done_) rollback();
 }
 
-void Transaction::check_node(const NodeRecord* r, std::uint32_t generation, const char* what) const {
-  if (!r || r->generation.load(std::memory_order_acquire) != generation)
+NodeRecord* Transaction::check_node(const NodeRef& n, const char* what) const {
+  // Compared by ownership first: the record may be read only while its hierarchy lives, and
+  // this transaction keeps only its own alive.
+  if (!n.record || !same_hierarchy(n.hierarchy, h_)) {
+    if (n.valid())
+      throw UsageError(fmt::format("{} belongs to another graph than the one being edited", what));
+    throw UsageError(fmt::format("{} is no longer valid: it was removed, its edit was rolled back, or its graph was "
+                                 "destroyed",
+                                 what));
+  }
+  NodeRecord* r = n.record;
+  if (r->generation.load(std::memory_order_acquire) != n.generation)
     throw UsageError(fmt::format("{} is no longer valid: it was removed, its edit was rolled back, or CUDA destroyed "
                                  "the graph it belonged to",
                                  what));
-  if (!r->box || r->box->hierarchy != h_.get())
-    throw UsageError(fmt::format("{} belongs to another graph than the one being edited", what));
   if (!r->alive && !r->pending) throw UsageError(fmt::format("{} is not a node of this graph", what));
+  return r;
 }
 
-NodeRecord* Transaction::add(Box& box, std::span<NodeRecord* const> deps, CUgraphNodeType type, Owners&& owners,
-                             AddFn add, Entry entry, std::string_view what, AfterAdd after) {
-  UnusedOwners guard(owners);
-  if (box.hierarchy != h_.get() || box.retired.load())
+NodeRecord* Transaction::add(Box& box, std::span<NodeRecord* const> deps, CUgraphNodeParams& params, Owners&& owners,
+                             std::string_view what, AfterAdd after) {
+  ReleaseIfUnused guard(owners);
+  if (box.hierarchy != h_.get() || box.retired.load()) [[unlikely]]
     throw UsageError(fmt::format("cannot add {}: the graph view is invalid or belongs to another graph", what));
   // Most nodes have a few dependencies: keep them on the stack.
   CUgraphNode inline_deps[8];
@@ -104,7 +71,7 @@ NodeRecord* Transaction::add(Box& box, std::span<NodeRecord* const> deps, CUgrap
     d = heap_deps.get();
   }
   for (std::size_t i = 0; i < deps.size(); ++i) {
-    if (deps[i]->box != &box)
+    if (deps[i]->box != &box) [[unlikely]]
       throw UsageError(fmt::format("cannot add {}: a dependency is a node of another graph", what));
     d[i] = deps[i]->node;
   }
@@ -118,17 +85,19 @@ NodeRecord* Transaction::add(Box& box, std::span<NodeRecord* const> deps, CUgrap
     throw;
   }
   CUgraphNode node = nullptr;
-  CUresult r = add(box.graph, d, deps.size(), &node);
-  if (r != CUDA_SUCCESS) {
+  CUresult r = raw<Entry::cuGraphAddNode>(*h_->drv, &node, box.graph, d, static_cast<const CUgraphEdgeData*>(nullptr),
+                                          deps.size(), &params);
+  if (r != CUDA_SUCCESS) [[unlikely]] {
     detail::rollback(*h_->drv, st);
     h_->free_record(rec);
-    throw_call_error(*h_->drv, entry, r, fmt::format("adding {}", what));
+    throw_call_error(*h_->drv, Entry::cuGraphAddNode, r, fmt::format("adding {}", what));
   }
   rec->node = node;
-  rec->type = type;
+  rec->type = params.type;
   rec->box = &box;
   rec->pending = true;
-  ops_.push_back(Op{Kind::add, 0, rec, nullptr, st});
+  rec->current = st.attachment;  // the version updates in this edit take the kernel from
+  ops_.push_back(Op{Kind::add, rec, nullptr, st, {}});
   if (after) {
     try {
       after(*h_, rec);
@@ -141,23 +110,17 @@ NodeRecord* Transaction::add(Box& box, std::span<NodeRecord* const> deps, CUgrap
   return rec;
 }
 
-void Transaction::update(NodeRecord* r, Owners&& owners, ApplyFn apply, Entry entry, CallFn undo,
-                         std::string_view what) {
-  UnusedOwners guard(owners);
+void Transaction::update(NodeRecord* r, Owners&& owners, ApplyFn apply, Undo undo) {
+  ReleaseIfUnused guard(owners);
   reserve_one();
-  if (undos_.size() == undos_.capacity()) undos_.reserve(undos_.capacity() * 2 + 16);
   Staged st = prepare(*h_->drv, r->box->graph, std::move(owners));
-  CUresult res = apply();
-  if (res != CUDA_SUCCESS) {
+  try {
+    apply();
+  } catch (...) {
     detail::rollback(*h_->drv, st);
-    throw_call_error(*h_->drv, entry, res, fmt::format("updating {}", what));
+    throw;
   }
-  undos_.push_back(std::move(undo));  // cannot throw: room was made above
-  ops_.push_back(Op{Kind::update, static_cast<std::uint32_t>(undos_.size() - 1), r, nullptr, st});
-}
-
-CUresult Transaction::restore_kernel(std::size_t i) const noexcept {
-  return raw<Entry::cuGraphKernelNodeSetParams>(*h_->drv, kept_[i].node, &kept_[i].params.params);
+  ops_.push_back(Op{Kind::update, r, nullptr, st, undo});  // cannot throw: room was made above
 }
 
 void Transaction::reserve_one() {
@@ -169,7 +132,7 @@ void Transaction::remove(NodeRecord* r) {
   // A flag, not a search of the log: removing every node of a large graph in one edit stays linear.
   if (r->removing) return;
   reserve_one();
-  ops_.push_back(Op{Kind::remove, 0, r, nullptr, {}});
+  ops_.push_back(Op{Kind::remove, r, nullptr, {}, {}});
   r->removing = true;
 }
 
@@ -178,7 +141,7 @@ void Transaction::connect(NodeRecord* from, NodeRecord* to) {
   reserve_one();
   call<Entry::cuGraphAddDependencies>(*h_->drv, "adding an edge", from->box->graph, &from->node, &to->node,
                                       static_cast<const CUgraphEdgeData*>(nullptr), std::size_t{1});
-  ops_.push_back(Op{Kind::connect, 0, from, to, {}});
+  ops_.push_back(Op{Kind::connect, from, to, {}, {}});
 }
 
 void Transaction::disconnect(NodeRecord* from, NodeRecord* to) {
@@ -186,7 +149,7 @@ void Transaction::disconnect(NodeRecord* from, NodeRecord* to) {
   reserve_one();
   call<Entry::cuGraphRemoveDependencies>(*h_->drv, "removing an edge", from->box->graph, &from->node, &to->node,
                                          static_cast<const CUgraphEdgeData*>(nullptr), std::size_t{1});
-  ops_.push_back(Op{Kind::disconnect, 0, from, to, {}});
+  ops_.push_back(Op{Kind::disconnect, from, to, {}, {}});
 }
 
 void Transaction::remove_now(NodeRecord* r) noexcept {
@@ -229,7 +192,7 @@ void Transaction::commit() noexcept {
           op.staged = {};
           break;
         }
-        h_->publish(*op.rec->box, op.rec, op.rec->node, op.rec->type, nullptr);
+        h_->publish(*op.rec->box, op.rec);
         detail::commit(drv, op.rec->current, op.staged);
         break;
       case Kind::update:
@@ -272,7 +235,7 @@ void Transaction::undo_one(Op& op) noexcept {
       break;
     }
     case Kind::update: {
-      CUresult res = undos_[op.undo]();
+      CUresult res = op.undo.restore(drv, op.rec->node, op.undo.saved);
       if (res != CUDA_SUCCESS)
         // The node may still use the new owners: keep the staged reference (a leak, never a use after free).
         mark_unusable(*h_, "restoring a node's previous parameters failed", result_name(res));

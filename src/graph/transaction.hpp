@@ -12,50 +12,18 @@
 #include "../prelude.hpp"
 #include "function_ref.hpp"
 #include "hierarchy.hpp"
+#include "kinds/desc.hpp"
 
 namespace tether::detail {
 
-/// A self-contained copy of a kernel node's parameters (the argument values are copied, so the
-/// copy stays valid after the caller's arguments are gone). Parameter lists of up to 16 arguments
-/// and 128 bytes are stored inline: reading, keeping and restoring a node's parameters then
-/// allocates nothing.
-struct KernelCall {
-  CUDA_KERNEL_NODE_PARAMS params{};
-
-  /// Copies `p`, whose argument i has `sizes[i]` bytes. Throws std::bad_alloc.
-  static KernelCall copy(const CUDA_KERNEL_NODE_PARAMS& p, std::span<const std::size_t> sizes);
-  KernelCall() = default;
-  KernelCall(const KernelCall& o) { assign(o); }
-  KernelCall& operator=(const KernelCall& o) {
-    if (this != &o) assign(o);
-    return *this;
-  }
-  ~KernelCall() = default;
-
- private:
-  static constexpr std::size_t kInlineBytes = 128, kInlineArgs = 16;
-  void assign(const KernelCall& o);
-  // Where nbytes of argument values and nargs pointers go (inline, or on the heap).
-  void reserve(std::size_t nbytes, std::size_t nargs);
-  std::byte* bytes() noexcept { return heap_bytes_ ? heap_bytes_.get() : inline_bytes_; }
-  void** args() noexcept { return heap_args_ ? heap_args_.get() : inline_args_; }
-
-  alignas(16) std::byte inline_bytes_[kInlineBytes];
-  void* inline_args_[kInlineArgs];
-  std::unique_ptr<std::byte[]> heap_bytes_;
-  std::unique_ptr<void*[]> heap_args_;
-  std::size_t nbytes_ = 0, nargs_ = 0;
-};
-
 class Transaction {
  public:
-  using AddFn = FunctionRef<CUresult(CUgraph graph, const CUgraphNode* deps, std::size_t ndeps, CUgraphNode* out)>;
-  /// The driver call of an update (called once, during update()).
-  using ApplyFn = FunctionRef<CUresult()>;
-  /// How to restore a node's previous parameters (kept until the transaction ends).
-  using CallFn = std::function<CUresult()>;
+  /// The driver call of an update (called once, during update()); throws DriverError when the
+  /// driver refuses, after putting the node back as it was.
+  using ApplyFn = FunctionRef<void()>;
   /// Called after an add succeeded, to register graphs CUDA created inside the node (child graph,
-  /// conditional bodies) as boxes of the hierarchy. May throw (the add is then undone).
+  /// conditional bodies) as boxes of the hierarchy, or to set a kernel node's attributes. May
+  /// throw (the add is then undone).
   using AfterAdd = FunctionRef<void(Hierarchy&, NodeRecord*)>;
 
   /// Locks `h` and checks it is usable (UsageError otherwise, also when this thread already has an
@@ -76,28 +44,21 @@ class Transaction {
       throw_wrong_thread(what);
   }
 
-  /// Adds a node to `box` after `deps` (all in `box`). `add` makes the driver call; `entry` names it
-  /// for errors. Returns the node's record (usable as a dependency at once, published at commit).
-  /// Throws UsageError for bad handles, DriverError when prepare or the driver call fails (nothing
-  /// of this operation remains; earlier operations stay until the transaction ends).
-  NodeRecord* add(Box& box, std::span<NodeRecord* const> deps, CUgraphNodeType type, Owners&& owners, AddFn add,
-                  Entry entry, std::string_view what, AfterAdd after = {});
+  /// Adds a node described by `params` to `box` after `deps` (all in `box`), with cuGraphAddNode.
+  /// `what` names the node for errors. Returns the node's record (usable as a dependency at once,
+  /// published at commit). Throws UsageError for bad handles, DriverError when prepare or the
+  /// driver call fails (nothing of this operation remains; earlier operations stay until the
+  /// transaction ends).
+  NodeRecord* add(Box& box, std::span<NodeRecord* const> deps, CUgraphNodeParams& params, Owners&& owners,
+                  std::string_view what, AfterAdd after = {});
 
-  /// Changes the parameters of `r`: `apply` makes the driver call; `undo` restores the previous
+  /// Changes the parameters of `r`: `apply` makes the driver calls; `undo` restores the previous
   /// parameters on rollback. The new owners become the node's version at commit, and the previous
   /// version is released after that.
-  void update(NodeRecord* r, Owners&& owners, ApplyFn apply, Entry entry, CallFn undo, std::string_view what);
+  void update(NodeRecord* r, Owners&& owners, ApplyFn apply, Undo undo);
 
-  /// Keeps a copy of kernel node `node`'s previous parameters until the transaction ends, for the
-  /// undo of its update: the undo then captures only an index (no allocation). Throws
-  /// std::bad_alloc.
-  std::size_t keep_kernel(CUgraphNode node, const KernelCall& previous) {
-    kept_.push_back({node, previous});
-    return kept_.size() - 1;
-  }
-  /// Restores what keep_kernel(i) kept (cuGraphKernelNodeSetParams).
-  CUresult restore_kernel(std::size_t i) const noexcept;
-
+  /// Where updates keep their nodes' previous parameters until the transaction ends.
+  Arena& arena() noexcept { return arena_; }
   /// Removes `r` at commit (removals never need undoing). Idempotent within the transaction.
   void remove(NodeRecord* r);
 
@@ -114,19 +75,19 @@ class Transaction {
   /// is marked unusable (later edits throw UsageError saying why).
   void rollback() noexcept;
 
-  /// Checks that `r` is a live node of this hierarchy or one added by this transaction.
-  void check_node(const NodeRecord* r, std::uint32_t generation, const char* what) const;
+  /// Checks that `n` is a live node of this hierarchy or one added by this transaction; returns
+  /// its record. Throws UsageError naming `what`.
+  NodeRecord* check_node(const NodeRef& n, const char* what) const;
 
  private:
   enum class Kind : std::uint8_t { add, update, remove, connect, disconnect };
-  // Trivially copyable, 40 bytes: the log grows by memcpy. An update's undo closure lives in
-  // undos_ (only updates have one).
+  // Trivially copyable: the log grows by memcpy.
   struct Op {
     Kind kind;
-    std::uint32_t undo = 0;  // index into undos_ (updates)
     NodeRecord* rec = nullptr;
     NodeRecord* other = nullptr;  // edge target
     Staged staged;
+    Undo undo;  // updates
   };
   void undo_one(Op& op) noexcept;
   void reserve_one();
@@ -138,12 +99,7 @@ class Transaction {
   std::shared_ptr<Hierarchy> h_;
   std::thread::id thread_;  // the thread that opened it: the only one that may use it
   std::vector<Op> ops_;
-  std::vector<CallFn> undos_;
-  struct KeptKernel {
-    CUgraphNode node;
-    KernelCall params;
-  };
-  std::vector<KeptKernel> kept_;
+  Arena arena_;
   bool done_ = false;
 };
 

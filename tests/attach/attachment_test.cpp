@@ -77,7 +77,7 @@ TEST_CASE_FIXTURE(
 
   if (sim) {
     // A refused update builds (and drops) a third attachment; the published one stays as it was.
-    tether::sim::fail_call("cuGraphHostNodeSetParams", 1);
+    tether::sim::fail_call("cuGraphNodeSetParams", 1);
     auto c3 = host_callable([&ran3] { ran3.fetch_add(1); });
     CHECK_THROWS_AS(edit(h,
                          [&](Transaction& tx) {
@@ -291,30 +291,30 @@ TEST_CASE_FIXTURE(
   const CUcontext c = ctx.get();
 
   std::vector<KindCase> kinds = {
-      {"kernel", "cuGraphAddKernelNode",
+      {"kernel", "cuGraphAddNode",
        [&](Transaction& tx, Owners&& o) {
          return td::add_kernel(tx, h->root(), {}, fill_call(k.function(), dev.data(), 1.0f, 256),
                                std::move(o), "fill");
        }},
-      {"empty", "cuGraphAddEmptyNode",
+      {"empty", "cuGraphAddNode",
        [&](Transaction& tx, Owners&& o) { return td::add_empty(tx, h->root(), {}, std::move(o)); }},
-      {"host", "cuGraphAddHostNode",
+      {"host", "cuGraphAddNode",
        [&](Transaction& tx, Owners&& o) {
          return td::add_host(tx, h->root(), {}, &host_nothing, nullptr, std::move(o));
        }},
-      {"memset", "cuGraphAddMemsetNode",
+      {"memset", "cuGraphAddNode",
        [&](Transaction& tx, Owners&& o) { return td::add_memset(tx, h->root(), {}, ms, c, std::move(o)); }},
-      {"memcpy", "cuGraphAddMemcpyNode",
+      {"memcpy", "cuGraphAddNode",
        [&](Transaction& tx, Owners&& o) { return td::add_memcpy(tx, h->root(), {}, mc, c, std::move(o)); }},
-      {"event record", "cuGraphAddEventRecordNode",
+      {"event record", "cuGraphAddNode",
        [&](Transaction& tx, Owners&& o) {
          return td::add_event(tx, h->root(), {}, ev.get(), true, std::move(o));
        }},
-      {"event wait", "cuGraphAddEventWaitNode",
+      {"event wait", "cuGraphAddNode",
        [&](Transaction& tx, Owners&& o) {
          return td::add_event(tx, h->root(), {}, ev.get(), false, std::move(o));
        }},
-      {"child graph", "cuGraphAddChildGraphNode",
+      {"child graph", "cuGraphAddNode",
        [&](Transaction& tx, Owners&& o) {
          return td::embed(tx, h->root(), {}, *source, std::move(o), nullptr);
        }},
@@ -395,7 +395,7 @@ TEST_CASE_FIXTURE(
   for (const char* fault : {"cuUserObjectCreate", "cuGraphRetainUserObject"}) {
     CAPTURE(fault);
     const int dead = tr->destroyed();
-    const std::uint64_t sets0 = tether::sim::call_count("cuGraphKernelNodeSetParams");
+    const std::uint64_t sets0 = tether::sim::call_count("cuGraphNodeSetParams");
     tether::sim::fail_call(fault, 1);
     CHECK_THROWS_AS(edit(h,
                          [&](Transaction& tx) {
@@ -404,7 +404,7 @@ TEST_CASE_FIXTURE(
                                              "fill");
                          }),
                     tether::DriverError);
-    CHECK(tether::sim::call_count("cuGraphKernelNodeSetParams") == sets0);
+    CHECK(tether::sim::call_count("cuGraphNodeSetParams") == sets0);
     CHECK(tr->wait_destroyed(dead + 1));  // the new version's owner, once
     CHECK(r->current == a1);
     CHECK(tr->destroyed_after_settle(dead + 1));  // the current version's owner is alive

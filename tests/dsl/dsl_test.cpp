@@ -212,7 +212,7 @@ TEST_CASE_FIXTURE(DslFixture, "F2: a failed update leaves the node's parameters,
   Graph g{ctx};
   Node<KernelNode<float*, float, int>> n;
   g.edit([&](Edit& e) { n = e.after().keeping(Owners{Witness(log)}).launch(k.scale, Grid{1}, Block{4}, x, 2.0f, 4); });
-  sim::fail_call("cuGraphKernelNodeSetParams", 1, Errc::invalid_value);
+  sim::fail_call("cuGraphNodeSetParams", 1, Errc::invalid_value);
   CHECK_THROWS_AS(g.edit([&](Edit& e) { e.update(n, Grid{1}, Block{4}, y, 7.0f, 4); }), DriverError);
   // A validation failure (destination too small) is caught before the driver.
   SharedBuffer<float> small = buffer(2, 0.0f);
@@ -320,22 +320,31 @@ TEST_CASE_FIXTURE(DslFixture, "an exception inside edit(fn) rolls everything bac
   CHECK_FALSE(a.valid());
 }
 
-TEST_CASE_FIXTURE(DslFixture, "D1: a view of an embedded graph keeps the hierarchy alive and stays editable") {
+TEST_CASE_FIXTURE(DslFixture, "D1: a view of an embedded graph is editable while its graph lives, and does not keep "
+                              "the graph or its owners alive once the graph is dropped") {
   auto log = std::make_shared<WitnessLog>();
   GraphRef view;
+  Node<EmptyNode> inside;
+  const std::size_t graphs = live_graphs();
   {
-    Graph source{ctx};
-    source.edit([&](Edit& e) { e.after().keeping(Owners{Witness(log)}).empty(); });
     Graph parent{ctx};
-    parent.edit([&](Edit& e) { view = e.embed(source).graph; });
+    {
+      Graph source{ctx};
+      source.edit([&](Edit& e) { e.after().keeping(Owners{Witness(log)}).empty(); });
+      parent.edit([&](Edit& e) { view = e.embed(source).graph; });
+    }
+    CHECK(view.valid());
+    CHECK(view.node_count() == 1);
+    view.edit([&](Edit& e) { inside = e.empty(); });
+    CHECK(view.node_count() == 2);
+    CHECK(log->destroyed.load() == 0);
   }
-  CHECK(view.valid());
-  CHECK(view.node_count() == 1);
-  view.edit([&](Edit& e) { e.empty(); });
-  CHECK(view.node_count() == 2);
-  CHECK(log->destroyed.load() == 0);
-  view = GraphRef{};
+  CHECK(live_graphs() == graphs);
+  CHECK_FALSE(view.valid());
+  CHECK_FALSE(inside.valid());
   CHECK(eventually([&] { return log->destroyed.load() == 1; }));
+  CHECK_THROWS_WITH_AS(view.edit(), doctest::Contains("the graph view is invalid (empty, its graph is gone"), UsageError);
+  CHECK_THROWS_WITH_AS(inside.get(), doctest::Contains("this node handle is invalid"), UsageError);
 }
 
 TEST_CASE_FIXTURE(DslFixture, "D5: removing a child-graph node invalidates its views and nodes without reaching the driver") {
@@ -363,13 +372,13 @@ TEST_CASE_FIXTURE(DslFixture, "D5: removing a child-graph node invalidates its v
 TEST_CASE_FIXTURE(DslFixture, "D7: embedding a graph into itself is rejected before any driver call") {
   Graph g{ctx};
   g.edit([&](Edit& e) { e.empty(); });
-  std::uint64_t adds = simulated ? sim::call_count("cuGraphAddChildGraphNode") : 0;
+  std::uint64_t adds = simulated ? sim::call_count("cuGraphAddNode") : 0;
   CHECK_THROWS_AS(g.edit([&](Edit& e) { e.embed(g); }), UsageError);
-  if (simulated) CHECK(sim::call_count("cuGraphAddChildGraphNode") == adds);
+  if (simulated) CHECK(sim::call_count("cuGraphAddNode") == adds);
   CHECK(g.node_count() == 1);
 }
 
-TEST_CASE_FIXTURE(DslFixture, "E1: a while body runs until its kernel clears the condition, and its view outlives the graph handle") {
+TEST_CASE_FIXTURE(DslFixture, "E1: a while body runs until its kernel clears the condition, and its view is invalid once the graph is gone") {
   SharedBuffer<int> counter = ctx.alloc<int>(1).share();
   int three = 3;
   counter.copy_from(std::span<const int>(&three, 1));
@@ -384,10 +393,11 @@ TEST_CASE_FIXTURE(DslFixture, "E1: a while body runs until its kernel clears the
   });
   run(*g);
   CHECK(read(x) == std::vector<float>(1, 8.0f));
-  g.reset();
-  CHECK(body.valid());
   body.edit([&](BodyEdit& e) { e.empty(); });
   CHECK(body.node_count() == 3);
+  g.reset();
+  CHECK_FALSE(body.valid());
+  CHECK_THROWS_WITH_AS(body.node_count(), doctest::Contains("the graph view is invalid"), UsageError);
 }
 
 TEST_CASE_FIXTURE(DslFixture, "E2: removing a conditional node releases every branch's owners and invalidates its views and nodes") {

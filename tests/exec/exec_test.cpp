@@ -98,7 +98,7 @@ TEST_CASE_FIXTURE(DslFixture, "G3: a rejected per-node update releases its owner
   auto hits = std::make_shared<std::atomic<int>>(0);
   g.edit([&](Edit& e) { h = e.host([hits] { hits->fetch_add(1); }); });
   GraphExec exec = g.instantiate();
-  sim::fail_call("cuGraphExecHostNodeSetParams", 1, Errc::invalid_value);
+  sim::fail_call("cuGraphExecNodeSetParams", 1, Errc::invalid_value);
   CHECK_THROWS_AS(exec.update(h, [w = Witness(rejected), hits] { hits->fetch_add(100); }), DriverError);
   CHECK(eventually([&] { return rejected->destroyed.load() == 1; }));
   CHECK(rejected->outside_reclaimer.load() == 0);

@@ -316,8 +316,23 @@ TEST_CASE_FIXTURE(DslFixture, "finding 20: a host callable that captures its own
   }
   CHECK(wait_released(ctx, 5s));
   CHECK(live_executables() == execs + 1);  // the cycle: callable -> executable -> its owners -> callable
-  CHECK(live_graphs() >= graphs);
-  { Graph g{ctx}; CHECK(live_graphs() == graphs + 1); }
+  CHECK(live_graphs() == graphs + 1);       // the executable keeps its source graph
+  { Graph g{ctx}; CHECK(live_graphs() == graphs + 2); }
+}
+
+TEST_CASE_FIXTURE(DslFixture, "finding 20: a host callable that captures its own graph's node handle or view does not "
+                              "keep the graph alive (handles and views do not own)") {
+  const std::size_t graphs = live_graphs();
+  auto log = std::make_shared<WitnessLog>();
+  {
+    auto handle = std::make_shared<std::optional<Node<HostNode>>>();
+    Graph g{ctx};
+    g.edit([&](Edit& e) { *handle = e.host([handle, w = Witness(log)] { (void)handle; }); });
+    CHECK(live_graphs() == graphs + 1);
+  }
+  CHECK(live_graphs() == graphs);
+  CHECK(wait_released(ctx, 5s));
+  CHECK(log->destroyed.load() == 1);
 }
 
 TEST_CASE("finding 20: with TETHER_REPORT_LEAKS=1 the graphs left alive at exit are reported") {
@@ -338,10 +353,11 @@ TEST_CASE("child process body: a graph kept alive by its own host callable" * do
   if (!std::getenv("TETHER_LEAK_CHILD")) return;
   Runtime rt = Runtime::open();
   Context ctx = rt.context(0);
-  auto cycle = std::make_shared<std::optional<Node<HostNode>>>();
+  auto cycle = std::make_shared<std::optional<GraphExec>>();
   Graph g{ctx};
-  g.edit([&](Edit& e) { *cycle = e.host([cycle] { (void)cycle; }); });
-  g.reset();  // the node handle inside the callable keeps the graph: a cycle
+  g.edit([&](Edit& e) { e.host([cycle] { (void)cycle; }); });
+  *cycle = g.instantiate();
+  g.reset();  // the executable inside the callable keeps the graph: a cycle
 }
 
 TEST_CASE_FIXTURE(DslFixture, "finding 22: wait_released waits for the releases the driver queues after the last launch") {

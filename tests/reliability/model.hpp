@@ -357,8 +357,11 @@ struct MBox {
 struct MGraph {
   bool alive = false;
   bool launchable = false;         // has a sink; instantiated and launched
-  std::optional<tether::Graph> g;  // dropped for a "headless" graph kept alive by its views
+  std::optional<tether::Graph> g;  // dropped for a "headless" graph kept alive by an executable
   int root = -1;
+  // Every handle dropped while an executable made from it lives: the definition (and the owners
+  // of its current versions) stays alive, unreachable, until the last such executable goes.
+  bool held = false;
 };
 
 struct MExec {
@@ -564,10 +567,11 @@ class Checker {
       if (execs_[i].alive) order.emplace_back(1, static_cast<int>(i));
     for (std::size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng_->below(i)]);
     for (auto [what, i] : order) {
-      if (what == 0)
-        destroy_graph(i);
-      else
+      if (what == 0) {
+        if (graphs_[static_cast<std::size_t>(i)].alive) destroy_graph(i);  // (an executable's end may have taken it)
+      } else {
         destroy_exec(i);
+      }
       if (rng_->chance(0.2) && !(lenient_ && (concurrent_ || !gate_open_->load()))) tether::reclaim();
     }
     open_gate();
@@ -896,28 +900,72 @@ class Checker {
     auto gi = pick(graphs_, [](const MGraph& g) { return g.alive; });
     if (gi) destroy_graph(static_cast<int>(*gi));
   }
+  // Whether an executable made from graph `gi` is alive: it keeps the graph's definition.
+  bool exec_holds(int gi) const {
+    for (const MExec& x : execs_)
+      if (x.alive && x.source == gi) return true;
+    return false;
+  }
+  // Drops the Graph and every handle and view into it. The definition dies with them unless an
+  // executable made from it lives (it is then `held` until that executable goes).
   void destroy_graph(int gi) {
     MGraph& g = graphs_[static_cast<std::size_t>(gi)];
-    ledger_->unclaim(graph_ids(gi));
+    const bool held = exec_holds(gi);
+    // Unclaimed before the library lets go: the owners are released asynchronously from then on.
+    if (!held) ledger_->unclaim(graph_ids(gi));
     for (auto& x : execs_)
       if (x.source == gi) x.index.clear();  // its nodes can no longer be named
     for (std::size_t bi = 0; bi < boxes_.size(); ++bi) {
       MBox& b = boxes_[bi];
       if (b.graph != gi) continue;
-      b.alive = false;
       b.gview.reset();
       b.bview.reset();
-      b.nodes.clear();
-      b.edges.clear();
+      for (MNode& n : b.nodes) n.h = {};
     }
     g.g.reset();
     g.alive = false;
+    g.held = held;
+    if (!held) clear_graph(gi);
+  }
+  // A held definition's last executable is about to go: unclaim first (see destroy_graph).
+  void finish_graph(int gi) {
+    ledger_->unclaim(graph_ids(gi));
+    clear_graph(gi);
+    graphs_[static_cast<std::size_t>(gi)].held = false;
+  }
+  void clear_graph(int gi) {
+    for (std::size_t bi = 0; bi < boxes_.size(); ++bi) {
+      MBox& b = boxes_[bi];
+      if (b.graph != gi) continue;
+      b.alive = false;
+      b.nodes.clear();
+      b.edges.clear();
+    }
   }
 
   void op_drop_handle() {
-    // The Graph goes; its root view (and the other views and handles) keep the hierarchy alive.
+    // The Graph goes; views and node handles do not own, so the hierarchy lives on (headless, still
+    // editable through its views) only while an executable made from it does.
     auto gi = pick(graphs_, [](const MGraph& g) { return g.alive && g.g.has_value(); });
     if (!gi) return;
+    if (!exec_holds(static_cast<int>(*gi))) {
+      const int g = static_cast<int>(*gi);
+      std::vector<std::pair<int, bool>> views;  // (box, whether its view was valid) before
+      for (std::size_t bi = 0; bi < boxes_.size(); ++bi)
+        if (boxes_[bi].graph == g && (boxes_[bi].gview || boxes_[bi].bview)) views.emplace_back(static_cast<int>(bi), true);
+      std::vector<std::optional<tether::GraphRef>> gv;
+      std::vector<std::optional<tether::BodyRef>> bv;
+      for (auto [bi, _] : views) {
+        gv.push_back(boxes_[static_cast<std::size_t>(bi)].gview);
+        bv.push_back(boxes_[static_cast<std::size_t>(bi)].bview);
+      }
+      destroy_graph(g);
+      for (std::size_t i = 0; i < gv.size(); ++i) {
+        bool valid = gv[i] ? gv[i]->valid() : bv[i] ? bv[i]->valid() : false;
+        if (valid) fail(fmt::format("box {}: a view is still valid after its graph was dropped", views[i].first));
+      }
+      return;
+    }
     graphs_[*gi].g.reset();
     compare(static_cast<int>(*gi));
   }
@@ -1689,9 +1737,19 @@ class Checker {
   }
   void destroy_exec(int xi) {
     MExec& x = execs_[static_cast<std::size_t>(xi)];
+    x.alive = false;
+    // The executable kept its source graph: a graph no Graph handle owns goes with the last one,
+    // and is settled in the model before the executable lets go of it.
+    const int gi = x.source;
+    if (gi >= 0 && !exec_holds(gi)) {
+      MGraph& g = graphs_[static_cast<std::size_t>(gi)];
+      if (g.held)
+        finish_graph(gi);
+      else if (g.alive && !g.g)
+        destroy_graph(gi);
+    }
     for (const Ids& ids : x.top) ledger_->unclaim(ids);
     x.x.reset();
-    x.alive = false;
     x.top.clear();
     x.base.clear();
     x.pernode.clear();

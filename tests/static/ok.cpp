@@ -2,11 +2,14 @@
 // SPDX-FileCopyrightText: 2026 The tether authors
 // Positive control: correct uses compile.
 #include "common.hpp"
-void check(Edit& e, SharedBuffer<float> x, DeviceBuffer<float> d, float* raw) {
-  e.launch(kernel(), Grid{1}, Block{1}, x, 1.0f, 1);
+void check(Edit& e, GraphExec& x, SharedBuffer<float> s, DeviceBuffer<float> d, float* raw, short small) {
+  e.launch(kernel(), Grid{1}, Block{1}, s, 1.0f, 1);
   e.launch(kernel(), Grid{1}, Block{1}, std::move(d), 1.0f, 1);
-  auto n = e.launch(kernel(), Grid{1}, Block{1}, unowned(raw), 1.0f, 1);
-  e.update(n, Grid{1}, Block{1}, x, 2.0f, 2);
-  e.memset(x, 1.0f);
+  auto n = e.launch(kernel(), Launch{Grid{1}, Block{1}}.shared_memory(64 << 10).priority(1), unowned(raw), 1.0f, 1);
+  e.update(n, Grid{1}, Block{1}, s, 2.0f, small);  // short -> int widens
+  e.keeping(Owners{s}).update(n, Launch{Grid{2}, Block{32}}, s, 2.0f, 2);
+  x.update(n, Launch{Grid{1}, Block{1}}.shared_memory(1024), s, 3.0f, 3);
+  x.keeping(Owners{s}).update(n, Grid{1}, Block{1}, s, 3.0f, 3);
+  e.memset(s, 1.0f);
   e.host([] {});
 }

@@ -39,6 +39,7 @@
 
 #include "support/driver_fixture.hpp"
 #include "tether.hpp"
+#include "raw_ops.hpp"
 
 namespace tether_test {
 

@@ -1,0 +1,630 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 The tether authors
+//
+// Edits (docs/dsl.md): the node creators shared by edits and insertion points, insertion points,
+// and the Edit transaction with its updates. Every creator and every update builds the node
+// kind's descriptor (kinds/) and hands its parameters and owners to the transaction.
+#pragma once
+
+#include "../config.hpp"
+#include "../prelude.hpp"
+#include "graph.hpp"
+#include "kinds/child.hpp"
+#include "kinds/conditional.hpp"
+#include "kinds/empty.hpp"
+#include "kinds/event.hpp"
+#include "kinds/host.hpp"
+#include "kinds/kernel.hpp"
+#include "kinds/memcpy.hpp"
+#include "kinds/memory.hpp"
+#include "kinds/memset.hpp"
+
+namespace tether::detail {
+
+/// Where a creator puts its node: transaction, graph, dependencies, extra owners.
+struct Site {
+  Transaction* tx;
+  Box* box;
+  std::span<NodeRecord* const> deps;
+  Owners* keeping;
+  const Context* ctx;
+};
+
+std::span<NodeRecord* const> no_deps() noexcept;
+[[noreturn]] void throw_finished_edit();
+[[noreturn]] void throw_stale_inserter(std::string_view what);
+void check_not_body(const Box& box, const char* what);
+CUcontext context_handle(const Context& c) noexcept;
+Box* box_of(Transaction& tx, const BoxRef& ref, const char* what);
+/// The dependencies (or the dependents) of `r` (cuGraphNodeGetDependencies / GetDependentNodes),
+/// as records of its graph.
+std::vector<NodeRecord*> neighbours(Transaction& tx, NodeRecord* r, bool dependencies);
+
+/// Embeds a copy of `source`'s root graph (a child graph node, clone mode) and imports its
+/// metadata (rekey), so that the copy can later release its own versions. Rejects, before any
+/// driver call, embedding a graph into itself or into a graph of its own hierarchy (the real driver
+/// crashes or forbids it). Returns the node; `*embedded` receives the new box.
+NodeRecord* embed(Transaction& tx, Box& box, std::span<NodeRecord* const> deps, Hierarchy& source, Owners&& owners,
+                  Box** embedded);
+/// Adds a conditional node; `*bodies` receives the boxes of its bodies.
+NodeRecord* add_conditional(Transaction& tx, Box& box, std::span<NodeRecord* const> deps, ConditionalDesc& d,
+                            Owners&& owners, std::vector<Box*>* bodies);
+CUgraphConditionalHandle make_conditional_handle(Transaction& tx, Box& box, CUcontext ctx, unsigned default_value,
+                                                 bool assign_default);
+
+/// A kernel node's current version (its Kernel is the update's): throws UsageError if it has none.
+const NodeAttachment& kernel_version(const NodeRecord& r, std::string_view what);
+
+}  // namespace tether::detail
+
+TETHER_EXPORT namespace tether {
+
+/// The node creators shared by edits and insertion points (CRTP). Each creates one node in the
+/// current transaction after the site's dependencies (cuGraphAddNode), retains the owners of its
+/// version, and returns a typed handle valid at once (as a dependency) and published at commit.
+/// Each throws UsageError for invalid handles, views or arguments (before any driver call) and
+/// DriverError when the driver refuses (that operation leaves nothing behind). Thread safety: an
+/// edit belongs to the thread that opened it.
+template <class Derived, bool InBody>
+class Builder {
+ public:
+  /// A kernel node launching `k` with `launch` (dimensions, dynamic shared memory, attributes)
+  /// and `args`, checked at compile time against `k`'s parameter list (count, types, no
+  /// narrowing). Keeps `k` (so its module), and every buffer argument, alive. Attributes are set
+  /// with cuGraphKernelNodeSetAttribute; dynamic shared memory beyond 48 KiB raises the kernel's
+  /// limit (cuFuncSetAttribute, see Launch::shared_memory).
+  template <class... P, class... A>
+  Node<KernelNode<P...>> launch(const Kernel<P...>& k, const Launch& launch, A&&... args) {
+    static_assert(detail::KernelArgsCheck<std::tuple<P...>, A&&...>::ok);
+    detail::Site s = site("Edit::launch");
+    const detail::DriverTable& drv = *s.tx->hierarchy().drv;
+    detail::KernelDesc<P...> d(drv, "Edit::launch", k, launch, std::forward<A>(args)...);
+    detail::NodeRecord* r;
+    if (d.has_attributes())
+      r = add(s, d, [&](detail::Hierarchy&, detail::NodeRecord* rec) { d.set_attributes(drv, rec->node, "Edit::launch"); });
+    else
+      r = add(s, d);
+    return made<KernelNode<P...>>(s, r);
+  }
+  /// Shorthand for `launch(k, Launch{grid, block}, args...)`.
+  template <class... P, class... A>
+  Node<KernelNode<P...>> launch(const Kernel<P...>& k, Grid grid, Block block, A&&... args) {
+    return launch(k, Launch{grid, block}, std::forward<A>(args)...);
+  }
+
+  /// A host node running `fn()` on every launch. `fn` may be move-only; it is kept (with its
+  /// captured state) as long as any consumer of this version may run it. It runs on a driver
+  /// thread where CUDA calls are not allowed; exceptions it throws are reported through the error
+  /// hook.
+  template <class F>
+  Node<HostNode> host(F&& fn) {
+    detail::Site s = site("Edit::host");
+    detail::HostDesc d(std::forward<F>(fn));
+    return made<HostNode>(s, add(s, d));
+  }
+
+  /// A memset node setting every element of `dst` to `value`. `dst` is a SharedBuffer<T> or
+  /// DeviceBuffer<T>&& (kept alive) or tether::unowned(p, count).
+  template <class Dst, class T>
+  Node<MemsetNode> memset(Dst&& dst, const T& value) {
+    static_assert(detail::Endpoint<Dst&&>::ok && !detail::Endpoint<Dst&&>::pinned,
+                  "memset: the destination is a SharedBuffer<T>, a DeviceBuffer<T>&& or tether::unowned(p, count)");
+    detail::Site s = site("Edit::memset");
+    detail::MemsetDesc d("Edit::memset", detail::context_handle(*s.ctx), std::forward<Dst>(dst), value);
+    return made<MemsetNode>(s, add(s, d));
+  }
+
+  /// A memcpy node copying `count` elements (default: all of `src`) from `src` to `dst`. Each end
+  /// is a device buffer, a pinned host buffer (shared, or moved in: kept alive) or
+  /// tether::unowned(p, count). Throws UsageError if `dst` is too small.
+  template <class Dst, class Src>
+  Node<MemcpyNode> memcpy(Dst&& dst, Src&& src, std::size_t count = 0) {
+    static_assert(detail::Endpoint<Dst&&>::ok && detail::Endpoint<Src&&>::ok,
+                  "memcpy: each end is a SharedBuffer/DeviceBuffer&&, a SharedPinnedBuffer/PinnedBuffer&& or "
+                  "tether::unowned(p, count)");
+    detail::Site s = site("Edit::memcpy");
+    detail::MemcpyDesc d("Edit::memcpy", detail::context_handle(*s.ctx), std::forward<Dst>(dst), std::forward<Src>(src),
+                         count);
+    return made<MemcpyNode>(s, add(s, d));
+  }
+
+  /// An event record node; keeps `event` alive.
+  Node<EventRecordNode> record(const Event& event) {
+    detail::Site s = site("Edit::record");
+    detail::EventDesc<true> d(event);
+    return made<EventRecordNode>(s, add(s, d));
+  }
+  /// An event wait node; keeps `event` alive.
+  Node<EventWaitNode> wait(const Event& event) {
+    detail::Site s = site("Edit::wait");
+    detail::EventDesc<false> d(event);
+    return made<EventWaitNode>(s, add(s, d));
+  }
+
+  /// An empty node, e.g. to join dependencies.
+  Node<EmptyNode> empty() {
+    detail::Site s = site("Edit::empty");
+    detail::EmptyDesc d;
+    return made<EmptyNode>(s, add(s, d));
+  }
+
+  /// A child graph node embedding a copy of `graph`; the copy carries `graph`'s owners (CUDA
+  /// copies their references) and imports its metadata, so it can release its own versions later.
+  /// Embedding a graph into itself or into its own hierarchy is rejected with UsageError before
+  /// any driver call (the driver crashes).
+  EmbedResult embed(const Graph& graph);
+
+  /// A conditional handle for if_/if_else/while_/switch_ nodes of this graph
+  /// (cuGraphConditionalHandleCreate). With `reset_each_launch`, the value is set to
+  /// `default_value` at the start of every launch (CU_GRAPH_COND_ASSIGN_DEFAULT).
+  Condition condition(unsigned default_value = 0, bool reset_each_launch = true) {
+    detail::Site s = site("Edit::condition");
+    Condition c;
+    c.handle_ = detail::make_conditional_handle(*s.tx, *s.box, detail::context_handle(*s.ctx), default_value,
+                                                reset_each_launch);
+    c.hierarchy_ = s.tx->shared();
+    c.box_ = s.box;
+    return c;
+  }
+
+  /// An if node: its body runs when the condition is non-zero.
+  IfResult if_(const Condition& c) {
+    auto [n, b] = conditional(c, CU_GRAPH_COND_TYPE_IF, 1);
+    return {n, b[0]};
+  }
+  /// An if/else node: `then_` runs when the condition is non-zero, `else_` otherwise.
+  IfElseResult if_else(const Condition& c) {
+    auto [n, b] = conditional(c, CU_GRAPH_COND_TYPE_IF, 2);
+    return {n, b[0], b[1]};
+  }
+  /// A while node: its body runs as long as the condition is non-zero.
+  WhileResult while_(const Condition& c) {
+    auto [n, b] = conditional(c, CU_GRAPH_COND_TYPE_WHILE, 1);
+    return {n, b[0]};
+  }
+  /// A switch node with `cases` bodies: body i runs when the condition equals i.
+  SwitchResult switch_(const Condition& c, unsigned cases) {
+    if (cases == 0) throw UsageError("switch_: a switch node needs at least one case");
+    auto [n, b] = conditional(c, CU_GRAPH_COND_TYPE_SWITCH, cases);
+    return {n, std::move(b)};
+  }
+
+  /// A memory allocation node for `count` elements of T on the graph's device; the memory is
+  /// valid from this node to the matching free node. Not available in conditional bodies.
+  template <class T>
+  AllocResult<T> alloc(std::size_t count) {
+    if constexpr (InBody) {
+      static_assert(detail::dependent_false<T>,
+                    "alloc: memory allocation nodes cannot be added to a conditional body (CUDA forbids them there)");
+      return {};
+    } else {
+      detail::Site s = site("Edit::alloc");
+      detail::check_not_body(*s.box, "alloc");
+      detail::MemAllocDesc d("Edit::alloc", s.ctx->device(), count, sizeof(T));
+      detail::NodeRecord* r = add(s, d);
+      return {made<MemAllocNode>(s, r), Unowned<T>{reinterpret_cast<T*>(static_cast<std::uintptr_t>(d.address())), count}};
+    }
+  }
+
+  /// A memory free node for memory from alloc(). Not available in conditional bodies.
+  template <class T>
+  Node<MemFreeNode> free(const Unowned<T>& memory) {
+    if constexpr (InBody) {
+      static_assert(detail::dependent_false<T>,
+                    "free: memory free nodes cannot be added to a conditional body (CUDA forbids them there)");
+      return {};
+    } else {
+      detail::Site s = site("Edit::free");
+      detail::check_not_body(*s.box, "free");
+      detail::MemFreeDesc d(static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(memory.ptr)));
+      return made<MemFreeNode>(s, add(s, d));
+    }
+  }
+
+ protected:
+  detail::Site site(std::string_view what) { return static_cast<Derived&>(*this).site(what); }
+  static Owners take_keeping(detail::Site& s) { return s.keeping ? std::move(*s.keeping) : Owners{}; }
+  /// The one add path: the descriptor's parameters and owners (plus the site's extra owners).
+  template <class D>
+  static detail::NodeRecord* add(detail::Site& s, D& d, detail::Transaction::AfterAdd after = {}) {
+    Owners owners = std::move(d.owners());
+    if (s.keeping) detail::OwnersAccess::merge_after_first(owners, std::move(*s.keeping));
+    return s.tx->add(*s.box, s.deps, d.params(), std::move(owners), D::noun, after);
+  }
+  template <class K>
+  static Node<K> made(const detail::Site& s, detail::NodeRecord* r) {
+    return detail::NodeAccess::make<K>(detail::NodeRef{s.tx->shared(), r, r->generation.load()});
+  }
+
+  std::pair<Node<ConditionalNode>, std::vector<BodyRef>> conditional(const Condition& c, CUgraphConditionalNodeType type,
+                                                                      unsigned size) {
+    detail::Site s = site("a conditional node");
+    if (!c.box_) throw UsageError("a conditional node needs a Condition made by Edit::condition(); this Condition is empty");
+    const std::shared_ptr<detail::Hierarchy>& h = s.tx->shared();
+    const bool same_hierarchy = !c.hierarchy_.owner_before(h) && !h.owner_before(c.hierarchy_);
+    if (!same_hierarchy || c.box_ != s.box)
+      throw UsageError("a conditional node must be added to the graph whose edit made its Condition");
+    detail::ConditionalDesc d(c.handle_, type, size, detail::context_handle(*s.ctx));
+    std::vector<detail::Box*> bodies;
+    detail::NodeRecord* r = detail::add_conditional(*s.tx, *s.box, s.deps, d, take_keeping(s), &bodies);
+    std::vector<BodyRef> refs;
+    for (detail::Box* b : bodies) refs.push_back(detail::GraphAccess::body_ref({s.tx->shared(), b}, *s.ctx));
+    return {made<ConditionalNode>(s, r), std::move(refs)};
+  }
+};
+
+/// An insertion point inside an edit (`e.after(a, b)`, `e.in(view)`): the next node created through
+/// it depends on the given nodes and keeps the extra owners given with `keeping`. Use it while its
+/// edit is open: after the edit ended (committed or rolled back), creating a node through it
+/// throws UsageError (it never adds to another edit). Move-only; `keeping` returns it by value, so
+/// `auto&& at = e.after(n).keeping(o);` holds a real object, not a dangling reference.
+template <bool InBody>
+class BasicInserter : public Builder<BasicInserter<InBody>, InBody> {
+ public:
+  /// Extra owners kept with the next node created here, as part of its first version only: an
+  /// update makes a version of its own, which keeps only what that update is given.
+  BasicInserter keeping(Owners&& owners) && {
+    keeping_ += std::move(owners);
+    return std::move(*this);
+  }
+
+ private:
+  template <class, bool>
+  friend class Builder;
+  template <bool>
+  friend class BasicEdit;
+  BasicInserter(std::shared_ptr<detail::Transaction> tx, detail::Box* box, const Context* ctx)
+      : tx_(std::move(tx)), box_(box), ctx_(ctx) {}
+  void add_dep(detail::NodeRecord* r) {
+    // Most insertion points name a few nodes: no allocation for up to four.
+    if (count_ < inline_.size())
+      inline_[count_] = r;
+    else {
+      if (more_.empty()) more_.assign(inline_.begin(), inline_.end());
+      more_.push_back(r);
+    }
+    ++count_;
+  }
+  std::span<detail::NodeRecord* const> deps() const noexcept {
+    return more_.empty() ? std::span<detail::NodeRecord* const>(inline_.data(), count_)
+                         : std::span<detail::NodeRecord* const>(more_);
+  }
+  detail::Site site(std::string_view what) {
+    detail::check_calls_allowed(what);
+    if (!tx_ || !tx_->active()) detail::throw_stale_inserter(what);
+    tx_->check_thread(what);
+    return {tx_.get(), box_, deps(), &keeping_, ctx_};
+  }
+
+  // Why shared: the insertion point can then tell that its edit ended (the transaction object
+  // outlives the edit while an insertion point refers to it) instead of reading freed memory.
+  std::shared_ptr<detail::Transaction> tx_;
+  detail::Box* box_;
+  std::array<detail::NodeRecord*, 4> inline_{};
+  std::size_t count_ = 0;
+  std::vector<detail::NodeRecord*> more_;
+  Owners keeping_;
+  const Context* ctx_;  // the edit's; read only while the edit is open (checked in site())
+};
+
+template <bool InBody>
+class BasicEditUpdate;
+
+/// A transaction over one graph (and its embedded graphs and bodies): `g.edit()` opens it and
+/// locks the graph's hierarchy (edits of other graphs are independent; edits of the same
+/// hierarchy wait for each other). All changes become visible together at `commit()`: node
+/// handles, the metadata, and the release of superseded versions. Dropped without `commit()`,
+/// every driver change of the edit is undone in reverse order (added nodes and edges removed,
+/// replaced parameters restored), so the graph, its metadata and every owner are as before.
+/// Removals are applied at commit. See docs/dsl.md for what happens when the driver fails.
+///
+/// Not copyable or movable; it belongs to the thread that opened it: using it on another thread
+/// throws UsageError. Dropping it on another thread is defined: the rollback runs there.
+template <bool InBody>
+class BasicEdit : public Builder<BasicEdit<InBody>, InBody> {
+ public:
+  /// Rolls back what was not committed (cuGraphDestroyNode, the previous parameters restored...).
+  ~BasicEdit() {
+    if (tx_ && tx_->active()) tx_->rollback();
+  }
+  BasicEdit(const BasicEdit&) = delete;
+  BasicEdit& operator=(const BasicEdit&) = delete;
+
+  /// An insertion point after `nodes` (all of one graph: this one, or an embedded graph or body
+  /// of it). Throws UsageError for invalid handles or nodes of another hierarchy.
+  template <class... K>
+  BasicInserter<InBody> after(const Node<K>&... nodes) {
+    detail::Transaction* t = tx("Edit::after");
+    BasicInserter<InBody> at(tx_, box_, &ctx_);
+    (at.add_dep(t->check_node(detail::NodeAccess::ref(nodes), "a dependency")), ...);
+    if (at.count_) at.box_ = at.deps().front()->box;
+    return at;
+  }
+  /// An insertion point at the top of an embedded graph of this hierarchy, in this transaction.
+  BasicInserter<false> in(const GraphRef& view) {
+    return BasicInserter<false>(tx_, detail::box_of(*tx("Edit::in"), detail::GraphAccess::ref(view), "Edit::in"), &ctx_);
+  }
+  /// An insertion point at the top of a conditional body of this hierarchy, in this transaction.
+  BasicInserter<true> in(const BodyRef& view) {
+    return BasicInserter<true>(tx_, detail::box_of(*tx("Edit::in"), detail::GraphAccess::ref(view), "Edit::in"), &ctx_);
+  }
+
+  /// Extra owners for the next update's version: `e.keeping(std::move(o)).update(node, ...)`.
+  /// Extra owners belong to one version: a later update does not carry them over.
+  BasicEditUpdate<InBody> keeping(Owners&& owners);
+
+  /// Changes a kernel node's launch configuration and arguments (cuGraphNodeSetParams; the
+  /// Launch's attributes with cuGraphKernelNodeSetAttribute, the others kept); the same
+  /// compile-time checks as launch(). The new arguments' owners (and the node's kernel) become
+  /// the node's version at commit; the previous version is released after that (executables keep
+  /// theirs).
+  template <class... P, class... A>
+  void update(const Node<KernelNode<P...>>& node, const Launch& launch, A&&... args) {
+    do_update(nullptr, node, launch, std::forward<A>(args)...);
+  }
+  /// Shorthand for `update(node, Launch{grid, block}, args...)`.
+  template <class... P, class... A>
+  void update(const Node<KernelNode<P...>>& node, Grid grid, Block block, A&&... args) {
+    do_update(nullptr, node, Launch{grid, block}, std::forward<A>(args)...);
+  }
+  /// Changes a memset node's destination and value (cuGraphNodeSetParams).
+  template <class Dst, class T>
+  void update(const Node<MemsetNode>& node, Dst&& dst, const T& value) {
+    do_update(nullptr, node, std::forward<Dst>(dst), value);
+  }
+  /// Changes a memcpy node's ends (cuGraphNodeSetParams).
+  template <class Dst, class Src>
+  void update(const Node<MemcpyNode>& node, Dst&& dst, Src&& src, std::size_t count = 0) {
+    do_update(nullptr, node, std::forward<Dst>(dst), std::forward<Src>(src), count);
+  }
+  /// Replaces a host node's callable (cuGraphNodeSetParams).
+  template <class F>
+  void update(const Node<HostNode>& node, F&& fn) {
+    do_update(nullptr, node, std::forward<F>(fn));
+  }
+  /// Changes the event of an event record node (cuGraphNodeSetParams).
+  void update(const Node<EventRecordNode>& node, const Event& event) { do_update(nullptr, node, event); }
+  /// Changes the event of an event wait node (cuGraphNodeSetParams).
+  void update(const Node<EventWaitNode>& node, const Event& event) { do_update(nullptr, node, event); }
+  /// Any other combination does not compile: update takes the parameters of the node's own kind.
+  template <class K, class... A>
+  void update(const Node<K>&, const A&...) {
+    static_assert(detail::dependent_false<K>,
+                  "update: the parameters do not match the node's kind (kernel: launch configuration or grid, block, "
+                  "then arguments; memset: destination, value; memcpy: destination, source; host: callable; event "
+                  "record/wait: event)");
+  }
+
+  /// Replaces a child graph node by one embedding a copy of `graph`, with the same dependencies and
+  /// dependents (the driver cannot swap a definition's child graph in place): a new node is
+  /// embedded after the old node's dependencies and connected to its dependents, and the old node
+  /// is removed at commit. Views of the old embedded graph and its nodes become invalid at commit;
+  /// the returned node and view are the new ones. Rolled back like every other operation.
+  EmbedResult replace(const Node<ChildNode>& node, const Graph& graph) {
+    detail::GraphAccess::live(graph, "Edit::replace");
+    detail::NodeRecord* old = check(node, "the child graph node to replace");
+    std::vector<detail::NodeRecord*> deps = detail::neighbours(*tx(), old, true);
+    std::vector<detail::NodeRecord*> dependents = detail::neighbours(*tx(), old, false);
+    BasicInserter<InBody> at(tx_, old->box, &ctx_);
+    for (detail::NodeRecord* d : deps) at.add_dep(d);
+    EmbedResult made = at.embed(graph);
+    detail::NodeRecord* fresh = detail::NodeAccess::ref(made.node).record;
+    for (detail::NodeRecord* d : dependents) tx()->connect(fresh, d);
+    tx()->remove(old);
+    return made;
+  }
+
+  /// Removes `node` at commit (cuGraphDestroyNode). Removing it twice in one edit is harmless;
+  /// a removed or invalid handle throws UsageError (the driver is never asked twice).
+  template <class K>
+  void remove(const Node<K>& node) {
+    tx()->remove(check(node, "the node to remove"));
+  }
+  /// Adds the edge from -> to (cuGraphAddDependencies), undone on rollback.
+  template <class A, class B>
+  void connect(const Node<A>& from, const Node<B>& to) {
+    tx()->connect(check(from, "the edge's source"), check(to, "the edge's target"));
+  }
+  /// Removes the edge from -> to (cuGraphRemoveDependencies), undone on rollback.
+  template <class A, class B>
+  void disconnect(const Node<A>& from, const Node<B>& to) {
+    tx()->disconnect(check(from, "the edge's source"), check(to, "the edge's target"));
+  }
+
+  /// Publishes every change of the edit. Throws UsageError if the edit already ended, or on
+  /// another thread than the one that opened it.
+  void commit() { tx("Edit::commit")->commit(); }
+  /// Undoes every change now (what dropping the edit does); from any thread.
+  void rollback() noexcept { tx_->rollback(); }
+
+ private:
+  template <class, bool>
+  friend class Builder;
+  template <bool>
+  friend class BasicInserter;
+  template <bool>
+  friend class BasicEditUpdate;
+  friend class Graph;
+  template <bool>
+  friend class BasicGraphRef;
+  BasicEdit(std::shared_ptr<detail::Hierarchy> h, detail::Box* box, const Context& ctx)
+      : tx_(open(std::move(h), box)), box_(box), ctx_(ctx), scope_(*tx_->hierarchy().drv, detail::context_handle(ctx)) {}
+  static std::shared_ptr<detail::Transaction> open(std::shared_ptr<detail::Hierarchy> h, detail::Box* box) {
+    detail::check_calls_allowed("Graph::edit");
+    auto tx = std::make_shared<detail::Transaction>(std::move(h));
+    if (box->retired.load()) throw UsageError("edit: the graph view is invalid (CUDA destroyed the graph)");
+    return tx;
+  }
+  detail::Transaction* tx(std::string_view what = "Edit") {
+    detail::check_calls_allowed(what);
+    if (!tx_->active()) detail::throw_finished_edit();
+    tx_->check_thread(what);
+    return tx_.get();
+  }
+  detail::Site site(std::string_view what) { return {tx(what), box_, detail::no_deps(), nullptr, &ctx_}; }
+  template <class K>
+  detail::NodeRecord* check(const Node<K>& n, const char* what) {
+    return tx(what)->check_node(detail::NodeAccess::ref(n), what);
+  }
+
+  // The one update path: the descriptor's owners (plus `extra`) become the node's next version;
+  // `apply` makes the driver calls.
+  template <class D, class Apply>
+  void commit_version(detail::Transaction* t, detail::NodeRecord* rec, D& d, Owners* extra, detail::Undo undo,
+                      Apply&& apply) {
+    Owners owners = std::move(d.owners());
+    if (extra) detail::OwnersAccess::merge_after_first(owners, std::move(*extra));
+    t->update(rec, std::move(owners), apply, undo);
+  }
+  template <class D>
+  void update_plain(detail::Transaction* t, detail::NodeRecord* rec, D& d, Owners* extra, const char* what) {
+    const detail::DriverTable& drv = *t->hierarchy().drv;
+    detail::Undo undo = d.save(drv, rec->node, t->arena());
+    commit_version(t, rec, d, extra, undo, [&] {
+      if (CUresult r = detail::raw<detail::Entry::cuGraphNodeSetParams>(drv, rec->node, &d.params()); r != CUDA_SUCCESS)
+        detail::throw_call_error(drv, detail::Entry::cuGraphNodeSetParams, r, std::string("updating ") + what);
+    });
+  }
+
+  template <class... P, class... A>
+  void do_update(Owners* extra, const Node<KernelNode<P...>>& node, const Launch& launch, A&&... args);
+  template <class... P, class... A>
+  void do_update(Owners* extra, const Node<KernelNode<P...>>& node, Grid grid, Block block, A&&... args) {
+    do_update(extra, node, Launch{grid, block}, std::forward<A>(args)...);
+  }
+  template <class Dst, class T>
+  void do_update(Owners* extra, const Node<MemsetNode>& node, Dst&& dst, const T& value);
+  template <class Dst, class Src>
+  void do_update(Owners* extra, const Node<MemcpyNode>& node, Dst&& dst, Src&& src, std::size_t count = 0);
+  template <class F>
+  void do_update(Owners* extra, const Node<HostNode>& node, F&& fn);
+  template <bool Record, class K>
+  void do_update(Owners* extra, const Node<K>& node, const Event& event);
+  void do_update(Owners* extra, const Node<EventRecordNode>& node, const Event& event) {
+    do_update<true>(extra, node, event);
+  }
+  void do_update(Owners* extra, const Node<EventWaitNode>& node, const Event& event) {
+    do_update<false>(extra, node, event);
+  }
+
+  std::shared_ptr<detail::Transaction> tx_;
+  detail::Box* box_;
+  Context ctx_;
+  detail::ScopedContext scope_;  // the graph's context is current while the edit is open
+};
+
+/// One update of an edit with extra owners (from `Edit::keeping`): call `update` on it once, with
+/// the arguments `Edit::update` takes; the extra owners join that update's version.
+template <bool InBody>
+class BasicEditUpdate {
+ public:
+  template <class K, class... A>
+  void update(const Node<K>& node, A&&... args) && {
+    if (!edit_) throw UsageError("Edit::keeping(...).update: this update was already made");
+    BasicEdit<InBody>* e = std::exchange(edit_, nullptr);
+    e->do_update(&extra_, node, std::forward<A>(args)...);
+  }
+
+ private:
+  friend class BasicEdit<InBody>;
+  BasicEditUpdate(BasicEdit<InBody>* e, Owners&& extra) : edit_(e), extra_(std::move(extra)) {}
+  BasicEdit<InBody>* edit_;
+  Owners extra_;
+};
+
+// ---------------------------------------------------------------------------- definitions
+
+template <class F>
+void Graph::edit(F&& fn) const {
+  Edit e = edit();
+  std::forward<F>(fn)(e);
+  e.commit();
+}
+template <bool InBody>
+template <class F>
+void BasicGraphRef<InBody>::edit(F&& fn) const {
+  BasicEdit<InBody> e = edit();
+  std::forward<F>(fn)(e);
+  e.commit();
+}
+
+template <class Derived, bool InBody>
+EmbedResult Builder<Derived, InBody>::embed(const Graph& graph) {
+  detail::Site s = site("Edit::embed");
+  detail::Hierarchy& source = *detail::GraphAccess::live(graph, "Edit::embed");
+  detail::Box* made_box = nullptr;
+  detail::NodeRecord* r = detail::embed(*s.tx, *s.box, s.deps, source, take_keeping(s), &made_box);
+  return {made<ChildNode>(s, r), detail::GraphAccess::graph_ref({s.tx->shared(), made_box}, *s.ctx)};
+}
+
+template <bool InBody>
+BasicEditUpdate<InBody> BasicEdit<InBody>::keeping(Owners&& owners) {
+  tx("Edit::keeping");
+  return BasicEditUpdate<InBody>(this, std::move(owners));
+}
+
+template <bool InBody>
+template <class... P, class... A>
+void BasicEdit<InBody>::do_update(Owners* extra, const Node<KernelNode<P...>>& node, const Launch& launch,
+                                  A&&... args) {
+  static_assert(detail::KernelArgsCheck<std::tuple<P...>, A&&...>::ok);
+  detail::Transaction* t = tx("Edit::update");
+  detail::NodeRecord* rec = t->check_node(detail::NodeAccess::ref(node), "the kernel node to update");
+  const detail::DriverTable& drv = *t->hierarchy().drv;
+  // The kernel is the one the node already runs: its current version keeps it.
+  detail::KernelDesc<P...> d(drv, "Edit::update", detail::kernel_of<P...>(detail::kernel_version(*rec, "Edit::update")),
+                             launch, std::forward<A>(args)...);
+  detail::Undo undo = d.save(drv, rec->node, t->arena());
+  commit_version(t, rec, d, extra, undo, [&] {
+    CUlaunchAttributeID failed{};
+    bool attr_failed = false;
+    if (CUresult r = d.apply(drv, rec->node, undo, &failed, &attr_failed); r != CUDA_SUCCESS) {
+      if (attr_failed) detail::throw_attr_error(drv, r, failed, "Edit::update");
+      detail::throw_call_error(drv, detail::Entry::cuGraphNodeSetParams, r, "updating a kernel node");
+    }
+  });
+}
+
+template <bool InBody>
+template <class Dst, class T>
+void BasicEdit<InBody>::do_update(Owners* extra, const Node<MemsetNode>& node, Dst&& dst, const T& value) {
+  static_assert(detail::Endpoint<Dst&&>::ok && !detail::Endpoint<Dst&&>::pinned,
+                "update(memset): the destination is a SharedBuffer<T>, a DeviceBuffer<T>&& or tether::unowned(p, count)");
+  detail::Transaction* t = tx("Edit::update");
+  detail::NodeRecord* rec = t->check_node(detail::NodeAccess::ref(node), "the memset node to update");
+  detail::MemsetDesc d("Edit::update(memset)", detail::context_handle(ctx_), std::forward<Dst>(dst), value);
+  update_plain(t, rec, d, extra, "a memset node");
+}
+
+template <bool InBody>
+template <class Dst, class Src>
+void BasicEdit<InBody>::do_update(Owners* extra, const Node<MemcpyNode>& node, Dst&& dst, Src&& src, std::size_t count) {
+  static_assert(detail::Endpoint<Dst&&>::ok && detail::Endpoint<Src&&>::ok,
+                "update(memcpy): each end is a shared or moved-in buffer, or tether::unowned(p, count)");
+  detail::Transaction* t = tx("Edit::update");
+  detail::NodeRecord* rec = t->check_node(detail::NodeAccess::ref(node), "the memcpy node to update");
+  detail::MemcpyDesc d("Edit::update(memcpy)", detail::context_handle(ctx_), std::forward<Dst>(dst),
+                       std::forward<Src>(src), count);
+  update_plain(t, rec, d, extra, "a memcpy node");
+}
+
+template <bool InBody>
+template <class F>
+void BasicEdit<InBody>::do_update(Owners* extra, const Node<HostNode>& node, F&& fn) {
+  detail::Transaction* t = tx("Edit::update");
+  detail::NodeRecord* rec = t->check_node(detail::NodeAccess::ref(node), "the host node to update");
+  detail::HostDesc d(std::forward<F>(fn));
+  update_plain(t, rec, d, extra, "a host node");
+}
+
+template <bool InBody>
+template <bool Record, class K>
+void BasicEdit<InBody>::do_update(Owners* extra, const Node<K>& node, const Event& event) {
+  detail::Transaction* t = tx("Edit::update");
+  detail::NodeRecord* rec = t->check_node(detail::NodeAccess::ref(node), Record ? "the event record node to update"
+                                                                                 : "the event wait node to update");
+  detail::EventDesc<Record> d(event);
+  update_plain(t, rec, d, extra, Record ? "an event record node" : "an event wait node");
+}
+
+}  // namespace tether
