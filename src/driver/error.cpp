@@ -88,7 +88,6 @@ std::string_view to_string(Unavailable reason) noexcept {
     case Unavailable::init_failed: return "init_failed";
     case Unavailable::no_device: return "no_device";
     case Unavailable::too_old: return "too_old";
-    case Unavailable::not_built: return "not_built";
     case Unavailable::bad_selection: return "bad_selection";
   }
   return "unknown";

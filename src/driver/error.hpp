@@ -79,7 +79,6 @@ enum class Unavailable {
   init_failed,       ///< `cuInit` failed for another reason (its result is in the message).
   no_device,         ///< the driver works but sees no CUDA device.
   too_old,           ///< the driver is older than tether, or than a feature, needs.
-  not_built,         ///< the requested driver kind is not part of this build.
   bad_selection,     ///< `TETHER_DRIVER` holds a value other than `cuda` or `sim`.
 };
 

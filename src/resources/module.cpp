@@ -84,9 +84,63 @@ CUfunction Module::function(std::string_view name) const {
   return f;
 }
 
-std::shared_ptr<const detail::KernelInfo> Module::kernel_info(std::string_view name) const {
+namespace {
+
+[[noreturn]] void signature_mismatch(std::string_view name, std::span<const detail::DeclaredParam> declared,
+                                     std::size_t compiled, std::size_t index, std::size_t compiled_size) {
+  if (compiled != declared.size()) {
+    std::string list;
+    for (const detail::DeclaredParam& d : declared) list += (list.empty() ? "" : ", ") + std::string(d.type);
+    throw UsageError(fmt::format("Module::kernel(\"{}\"): Kernel<{}> declares {} parameter{} but the compiled kernel "
+                                 "takes {}",
+                                 name, list, declared.size(), declared.size() == 1 ? "" : "s", compiled));
+  }
+  auto bytes = [](std::size_t n) { return fmt::format("{} byte{}", n, n == 1 ? "" : "s"); };
+  throw UsageError(fmt::format("Module::kernel(\"{}\"): parameter {} is declared as '{}' ({}) but the compiled "
+                               "kernel's parameter {} takes {}",
+                               name, index, declared[index].type, bytes(declared[index].size), index,
+                               bytes(compiled_size)));
+}
+
+// Compares the declared parameter list with what cuFuncGetParamInfo says about the compiled
+// kernel (the context is current). Why it counts to the end even after a size mismatch: a wrong
+// count is the more useful report. Allocates nothing unless it throws; declared.size() + 1 calls.
+void check_signature(const detail::DriverTable& t, CUfunction f, std::string_view name,
+                     std::span<const detail::DeclaredParam> declared) {
+  using detail::Entry;
+  if (t.state[detail::index(Entry::cuFuncGetParamInfo)] != detail::EntryState::resolved) return;
+  constexpr std::size_t none = static_cast<std::size_t>(-1);
+  // The driver's parameter buffer holds at most 32764 bytes, so no kernel has more parameters.
+  constexpr std::size_t most = 32764;
+  std::size_t bad = none, bad_size = 0, count = 0;
+  for (; count <= most; ++count) {
+    std::size_t offset = 0, size = 0;
+    CUresult r = detail::raw<Entry::cuFuncGetParamInfo>(t, f, count, &offset, &size);
+    if (r == CUDA_ERROR_INVALID_VALUE) break;                 // past the last parameter (as on the H200)
+    if (r == CUDA_ERROR_NOT_SUPPORTED && count == 0) return;  // this driver cannot describe parameters
+    if (r != CUDA_SUCCESS)
+      detail::throw_call_error(t, Entry::cuFuncGetParamInfo, r,
+                               fmt::format("checking the parameters of kernel '{}'", name));
+    if (count < declared.size() && bad == none && size != declared[count].size) {
+      bad = count;
+      bad_size = size;
+    }
+  }
+  if (count > most) return;  // not a driver answer to trust
+  if (count != declared.size() || bad != none) signature_mismatch(name, declared, count, bad, bad_size);
+}
+
+}  // namespace
+
+std::shared_ptr<const detail::KernelInfo> Module::kernel_info(std::string_view name,
+                                                              std::span<const detail::DeclaredParam> declared) const {
   detail::check_calls_allowed("Module::kernel");
   CUfunction f = function(name);
+  {
+    const detail::ContextState& s = *handle_->deleter().owner;
+    detail::ScopedContext scope(s);
+    check_signature(*s.table, f, name, declared);
+  }
   return std::make_shared<const detail::KernelInfo>(detail::KernelInfo{*this, f, std::string(name), handle_->deleter().owner->context});
 }
 

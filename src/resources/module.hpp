@@ -19,6 +19,29 @@ using ModuleHandle = UniqueHandle<CUmodule, UnloadModule>;
 
 struct KernelInfo;
 
+/// The name of type `T` as the compiler spells it ("double", "float *"), from
+/// `__PRETTY_FUNCTION__`, for messages about declared kernel parameters. A compile-time constant
+/// (unlike buffer.hpp's run-time type_name, which it could replace); no allocation.
+template <class T>
+constexpr std::string_view declared_type_name() noexcept {
+  std::string_view f = __PRETTY_FUNCTION__;  // "... declared_type_name() [T = double]" (GCC: "[with T = double; ...]")
+  std::size_t start = f.find("T = ");
+  if (start == std::string_view::npos) return "?";
+  start += 4;
+  std::size_t end = f.find_first_of(";]", start);
+  return f.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
+}
+
+/// One parameter of a kernel as `Kernel<Args...>` declares it.
+struct DeclaredParam {
+  std::size_t size;
+  std::string_view type;
+};
+
+/// The declared parameter list of `Kernel<Args...>`, built at compile time.
+template <class... Args>
+inline constexpr std::array<DeclaredParam, sizeof...(Args)> declared_params{DeclaredParam{sizeof(Args), declared_type_name<Args>()}...};
+
 }  // namespace tether::detail
 
 TETHER_EXPORT namespace tether {
@@ -27,8 +50,11 @@ template <class... Args>
 class Kernel;
 
 /// The bytes of a module image: a fatbin, a cubin or PTX text, as `cuModuleLoadData` takes it.
-/// The storage is shared and immutable, so copies are cheap; an Image is never empty. The bytes
-/// are always followed by a NUL that `size()` does not count (PTX must be NUL-terminated).
+/// The storage is shared and immutable, so copies are cheap; an Image is never empty. One extra
+/// NUL always follows the `size()` bytes and is not counted, so any image read as text is
+/// NUL-terminated (`cuModuleLoadData` needs that for PTX). An image made by `from_ptx` also ends
+/// with PTX's own terminating NUL, which `size()` does count (the driver's size convention for
+/// PTX); `from_file` and `from_bytes` count exactly the bytes given.
 /// Thread safety: immutable; safe to share between threads.
 class Image {
  public:
@@ -39,8 +65,9 @@ class Image {
   /// Copies `bytes` (a fatbin or cubin held in memory). Throws UsageError if `bytes` is empty.
   static Image from_bytes(std::span<const std::byte> bytes);
 
-  /// Copies PTX text and keeps a trailing NUL, which `size()` counts (the driver's convention
-  /// for PTX images). Throws UsageError if `ptx` is empty.
+  /// Copies PTX text (a trailing NUL in `ptx` is dropped) and appends its terminating NUL, which
+  /// `size()` counts (the driver's convention for PTX images). Throws UsageError if `ptx` is
+  /// empty.
   static Image from_ptx(std::string_view ptx);
 
   Image(const Image&) noexcept = default;
@@ -85,9 +112,17 @@ class Module {
   /// CUDA_ERROR_NOT_FOUND.
   CUfunction function(std::string_view name) const;
 
-  /// The kernel `name`, typed by its parameter list `Args...` as declared in the device code
-  /// (the types are not checked against the image: the driver does not expose them). The
-  /// kernel keeps this module loaded. Throws like `function`.
+  /// The kernel `name`, typed by its parameter list `Args...` as declared in the device code.
+  /// The kernel keeps this module loaded. Looks the function up like `function`, then, where the
+  /// driver describes parameters (`cuFuncGetParamInfo`: CUDA 12.4 drivers and newer; the
+  /// simulator answers from the twin's registered list), checks once, here, that the compiled
+  /// kernel takes as many parameters as `Args...` and each of the same size; types of equal size
+  /// (`int` and `float`, two pointer types) cannot be told apart. Where the driver cannot describe
+  /// them the list is taken on trust. Throws DriverError like `function`; UsageError for a
+  /// mismatch, naming the kernel and the first difference, with parameters counted from 0:
+  /// `Module::kernel("scale"): parameter 2 is declared as 'double' (8 bytes) but the compiled
+  /// kernel's parameter 2 takes 4 bytes`, or `Module::kernel("scale"): Kernel<float *, float>
+  /// declares 2 parameters but the compiled kernel takes 3`. The check allocates nothing.
   template <class... Args>
   Kernel<Args...> kernel(std::string_view name) const;
 
@@ -97,7 +132,8 @@ class Module {
  private:
   friend class Context;
   explicit Module(std::shared_ptr<const detail::ModuleHandle> h) noexcept : handle_(std::move(h)) {}
-  std::shared_ptr<const detail::KernelInfo> kernel_info(std::string_view name) const;
+  std::shared_ptr<const detail::KernelInfo> kernel_info(std::string_view name,
+                                                        std::span<const detail::DeclaredParam> declared) const;
 
   std::shared_ptr<const detail::ModuleHandle> handle_;
 };
@@ -171,7 +207,7 @@ namespace tether {
 
 template <class... Args>
 Kernel<Args...> Module::kernel(std::string_view name) const {
-  return Kernel<Args...>(kernel_info(name));
+  return Kernel<Args...>(kernel_info(name, detail::declared_params<Args...>));
 }
 
 }  // namespace tether

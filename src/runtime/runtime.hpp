@@ -38,8 +38,7 @@ class Runtime {
   /// stub_library, init_failed, no_device or too_old, with a message saying what to do.
   static Runtime cuda();
 
-  /// Opens tether's in-process simulated driver. Throws DriverUnavailable (`not_built`) in a
-  /// build without the simulator.
+  /// Opens tether's in-process simulated driver (always part of the library).
   static Runtime simulated();
 
   /// Which driver this runtime uses.

@@ -242,6 +242,29 @@ Ctx* ctx_of(CUcontext c) {
 CUcontext handle(Ctx* c) { return reinterpret_cast<CUcontext>(c); }
 Ctx* current_ctx() { return ts().current; }
 
+std::uint64_t coresident_blocks(std::uint64_t threads, std::uint64_t shared) {
+  std::uint64_t warps = (threads + 31) / 32;
+  std::uint64_t by_threads = warps ? h200::threads_per_sm / (warps * 32) : 0;
+  std::uint64_t by_shared = h200::shared_per_sm / (shared + h200::reserved_shared_per_block);
+  std::uint64_t per_sm = std::min<std::uint64_t>({std::uint64_t{h200::blocks_per_sm}, by_threads, by_shared});
+  return per_sm * h200::sms;
+}
+
+int clamp_priority(int priority) {
+  return std::clamp(priority, h200::greatest_priority, h200::least_priority);
+}
+
+namespace {
+// A parameter's alignment: the twin's, or a scalar's (the largest power of two dividing its size,
+// at most 8) when the twin was registered without one.
+std::size_t param_align(const ParamInfo& p) {
+  if (p.align) return p.align;
+  std::size_t a = 1;
+  while (a < 8 && p.size % (a * 2) == 0) a *= 2;
+  return a;
+}
+}  // namespace
+
 namespace {
 
 CUresult sim_cuInit(unsigned flags) {
@@ -316,6 +339,17 @@ CUresult sim_cuDeviceGetAttribute(int* pi, CUdevice_attribute a, CUdevice d) {
     case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y: *pi = 1024; break;
     case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z: *pi = 64; break;
     case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: *pi = 1; break;
+    // The H200's launch limits (launch_attr_probe info/*), which the launch-attribute rules use.
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: *pi = h200::shared_per_block; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: *pi = h200::shared_per_block_optin; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR: *pi = h200::shared_per_sm; break;
+    case CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK: *pi = h200::reserved_shared_per_block; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR: *pi = h200::blocks_per_sm; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: *pi = h200::threads_per_sm; break;
+    case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH:
+    case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH: *pi = 1; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE: *pi = 134217728; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE: *pi = 39321600; break;
     default: *pi = 0; break;
   }
   return CUDA_SUCCESS;
@@ -396,6 +430,14 @@ CUresult sim_cuCtxGetDevice(CUdevice* d) {
   if (!d) return CUDA_ERROR_INVALID_VALUE;
   if (!ts().current) return CUDA_ERROR_INVALID_CONTEXT;
   *d = ts().current->device;
+  return CUDA_SUCCESS;
+}
+CUresult sim_cuCtxGetStreamPriorityRange(int* least, int* greatest) {
+  TETHER_SIM_ENTER(cuCtxGetStreamPriorityRange);
+  if (!ts().current) return fail(CUDA_ERROR_INVALID_CONTEXT, "no context is current on this thread");
+  // Either pointer may be NULL, as on the H200 (launch_attr_probe prio/range).
+  if (least) *least = h200::least_priority;
+  if (greatest) *greatest = h200::greatest_priority;
   return CUDA_SUCCESS;
 }
 
@@ -507,16 +549,10 @@ CUresult sim_cuMemGetInfo(std::size_t* free_bytes, std::size_t* total) {
 
 // ----------------------------------------------------------------------------- modules
 
-std::string_view image_text(const void* image) {
-  const char* s = static_cast<const char*>(image);
-  return std::string_view(s, ::strnlen(s, 1 << 20));
-}
-
 CUresult sim_cuModuleLoadData(CUmodule* mod, const void* image) {
   TETHER_SIM_ENTER(cuModuleLoadData);
   if (!mod || !image) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = need_ctx()) return r;
-  (void)image_text;
   wait_callbacks_idle();  // ctx_block_probe 4m
   Module* m = new Module;
   Objects& o = objects();
@@ -560,8 +596,19 @@ CUresult get_function(Function** out, void* h, bool library, const char* name) {
                 fmt::format("the simulator has no twin for kernel '{}'; register one with "
                             "tether::sim::register_kernel<ParamTypes...>(\"{}\", body) before getting the function",
                             name, name));
-  Function* f = new Function{name, std::move(twin), m};
   std::lock_guard lock(objects().mu);
+  // The same handle for the same kernel of a module, as on the H200 (launch_attr_probe
+  // func/same_handle), unless the twin was replaced since: the old handle keeps running the twin it
+  // was made with.
+  Function*& cached = m->functions[name];
+  if (cached && cached->twin == twin) {
+    *out = cached;
+    return CUDA_SUCCESS;
+  }
+  std::shared_ptr<FuncAttrs>& attrs = m->attrs[name];
+  if (!attrs) attrs = std::make_shared<FuncAttrs>();
+  Function* f = new Function{name, std::move(twin), m, attrs};
+  cached = f;
   objects().functions.insert(f);
   *out = f;
   return CUDA_SUCCESS;
@@ -609,20 +656,94 @@ CUresult sim_cuKernelGetFunction(CUfunction* f, CUkernel k) {
 CUresult sim_cuFuncGetAttribute(int* pi, CUfunction_attribute a, CUfunction f) {
   TETHER_SIM_ENTER(cuFuncGetAttribute);
   if (!pi) return CUDA_ERROR_INVALID_VALUE;
-  if (!function_of(f)) return CUDA_ERROR_INVALID_HANDLE;
-  *pi = a == CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK ? 1024 : 0;
+  Function* fn = function_of(f);
+  if (!fn) return CUDA_ERROR_INVALID_HANDLE;
+  const FuncAttrs& x = *fn->attrs;
+  switch (a) {
+    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *pi = 1024; break;
+    // A twin has no static shared memory, so all of the default limit is dynamic (as for the
+    // probe's kernels on the H200: 49152).
+    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: *pi = x.max_dynamic_shared.load(); break;
+    case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT: *pi = x.carveout.load(); break;
+    case CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED: *pi = x.non_portable_cluster.load(); break;
+    case CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE: *pi = x.cluster_policy.load(); break;
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH: *pi = x.required_cluster[0].load(); break;
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT: *pi = x.required_cluster[1].load(); break;
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH: *pi = x.required_cluster[2].load(); break;
+    default:
+      if (a < 0 || a >= CU_FUNC_ATTRIBUTE_MAX)
+        return fail(CUDA_ERROR_INVALID_VALUE, fmt::format("{} is not a CUfunction_attribute", static_cast<int>(a)));
+      *pi = 0;
+      break;
+  }
   return CUDA_SUCCESS;
 }
-// Interim entries until the launch-attribute model lands (replaced by it).
 CUresult sim_cuFuncSetAttribute(CUfunction f, CUfunction_attribute a, int v) {
   TETHER_SIM_ENTER(cuFuncSetAttribute);
-  if (!function_of(f)) return CUDA_ERROR_INVALID_HANDLE;
-  if (a == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES && (v < 0 || v > 232448)) return CUDA_ERROR_INVALID_VALUE;
-  return CUDA_SUCCESS;
+  Function* fn = function_of(f);
+  if (!fn) return CUDA_ERROR_INVALID_HANDLE;
+  FuncAttrs& x = *fn->attrs;
+  auto range = [](int v, int lo, int hi, const char* what) {
+    return v >= lo && v <= hi ? CUDA_SUCCESS
+                              : fail(CUDA_ERROR_INVALID_VALUE,
+                                     fmt::format("{} must be between {} and {}; {} was given", what, lo, hi, v));
+  };
+  switch (a) {
+    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
+      // Up to the device's opt-in maximum (less the static shared memory, none for a twin).
+      if (CUresult r = range(v, 0, h200::shared_per_block_optin, "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES"))
+        return r;
+      x.max_dynamic_shared = v;
+      return CUDA_SUCCESS;
+    case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
+      if (CUresult r = range(v, -1, 100, "CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT")) return r;
+      x.carveout = v;
+      return CUDA_SUCCESS;
+    case CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED:
+      if (CUresult r = range(v, 0, 1, "CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED")) return r;
+      x.non_portable_cluster = v;
+      return CUDA_SUCCESS;
+    case CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
+      if (CUresult r = range(v, 0, 2, "CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE")) return r;
+      x.cluster_policy = v;
+      return CUDA_SUCCESS;
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH:
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT:
+    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH:
+      // Stored and read back as on the H200; the simulator does not enforce a required cluster.
+      if (CUresult r = range(v, 0, h200::max_cluster, "a required cluster dimension")) return r;
+      x.required_cluster[static_cast<std::size_t>(a - CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH)] = v;
+      return CUDA_SUCCESS;
+    default:
+      return fail(CUDA_ERROR_INVALID_VALUE, fmt::format("function attribute {} cannot be set (it is read-only or "
+                                                        "not a CUfunction_attribute)",
+                                                        static_cast<int>(a)));
+  }
 }
-CUresult sim_cuFuncGetParamInfo(CUfunction, std::size_t, std::size_t*, std::size_t*) {
+CUresult sim_cuFuncGetParamInfo(CUfunction f, std::size_t index, std::size_t* offset, std::size_t* size) {
   TETHER_SIM_ENTER(cuFuncGetParamInfo);
-  return CUDA_ERROR_NOT_SUPPORTED;
+  // What the H200 answered (launch_attr_probe paraminfo/*): INVALID_VALUE (not INVALID_HANDLE) for
+  // a NULL function, for a NULL offset and past the last parameter, leaving the outputs as they
+  // were; the size is optional.
+  Function* fn = function_of(f);
+  if (!fn) return fail(CUDA_ERROR_INVALID_VALUE, "cuFuncGetParamInfo of a handle that is not a function");
+  if (!offset) return fail(CUDA_ERROR_INVALID_VALUE, "cuFuncGetParamInfo needs paramOffset");
+  const std::vector<ParamInfo>& ps = fn->twin->params;
+  if (index >= ps.size())
+    return fail(CUDA_ERROR_INVALID_VALUE,
+                fmt::format("kernel '{}' has {} parameter(s) (its twin's list); there is no parameter {}", fn->name,
+                            ps.size(), index));
+  // The device ABI's parameter buffer: each parameter at the next multiple of its alignment.
+  std::size_t at = 0;
+  for (std::size_t i = 0;; ++i) {
+    std::size_t align = param_align(ps[i]);
+    at = (at + align - 1) / align * align;
+    if (i == index) break;
+    at += ps[i].size;
+  }
+  *offset = at;
+  if (size) *size = ps[index].size;
+  return CUDA_SUCCESS;
 }
 
 // ----------------------------------------------------------------------------- user objects
@@ -669,7 +790,6 @@ UserObj* uo_of(CUuserObject o) {
   std::lock_guard lock(objects().mu);
   return objects().user_objects.count(u) ? u : nullptr;
 }
-bool uo_valid(UserObj* u) { return uo_of(reinterpret_cast<CUuserObject>(u)) != nullptr; }
 
 void uo_release(UserObj* u, std::uint32_t n, std::string_view entry) {
   if (u->destroyed.load()) {
@@ -963,6 +1083,7 @@ void fill_core(tether::detail::DriverTable& t) {
   t.set<Entry::cuFuncGetAttribute>(&sim_cuFuncGetAttribute);
   t.set<Entry::cuFuncSetAttribute>(&sim_cuFuncSetAttribute);
   t.set<Entry::cuFuncGetParamInfo>(&sim_cuFuncGetParamInfo);
+  t.set<Entry::cuCtxGetStreamPriorityRange>(&sim_cuCtxGetStreamPriorityRange);
   t.set<Entry::cuUserObjectCreate>(&sim_cuUserObjectCreate);
   t.set<Entry::cuUserObjectRetain>(&sim_cuUserObjectRetain);
   t.set<Entry::cuUserObjectRelease>(&sim_cuUserObjectRelease);
@@ -1022,6 +1143,7 @@ std::string_view to_string(ViolationKind kind) noexcept {
     case ViolationKind::destroyed_node_use: return "destroyed_node_use";
     case ViolationKind::unloaded_module_use: return "unloaded_module_use";
     case ViolationKind::destroyed_event_use: return "destroyed_event_use";
+    case ViolationKind::null_argument: return "null_argument";
   }
   return "unknown";
 }

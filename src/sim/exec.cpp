@@ -130,7 +130,7 @@ std::shared_ptr<RefSet> make_refs(const Graph* g, const std::shared_ptr<std::ato
   return rs;
 }
 
-void run_conditional(const ExecNode& n) {
+void run_conditional(const ExecNode& n, const RunOptions& o) {
   const auto& c = std::get<CondP>(n.params);
   CondHandle* h = nullptr;
   {
@@ -141,16 +141,16 @@ void run_conditional(const ExecNode& n) {
   switch (c.type) {
     case CU_GRAPH_COND_TYPE_IF:
       if (h->value.load())
-        execute(*n.subs[0]);
+        execute(*n.subs[0], o);
       else if (n.subs.size() > 1)
-        execute(*n.subs[1]);
+        execute(*n.subs[1], o);
       break;
     case CU_GRAPH_COND_TYPE_WHILE:
-      while (h->value.load()) execute(*n.subs[0]);
+      while (h->value.load()) execute(*n.subs[0], o);
       break;
     case CU_GRAPH_COND_TYPE_SWITCH: {
       unsigned v = h->value.load();
-      if (v < n.subs.size()) execute(*n.subs[v]);
+      if (v < n.subs.size()) execute(*n.subs[v], o);
       break;
     }
     default: break;
@@ -159,14 +159,12 @@ void run_conditional(const ExecNode& n) {
 
 }  // namespace
 
-std::shared_ptr<const ExecGraph> build_exec_graph(const Graph* g) { return build(g); }
-
-void execute(const ExecGraph& eg) {
+void execute(const ExecGraph& eg, const RunOptions& o) {
   for (int i : eg.order) {
     const ExecNode& n = *eg.nodes[static_cast<std::size_t>(i)];
     if (!n.enabled) continue;
     switch (n.type) {
-      case CU_GRAPH_NODE_TYPE_KERNEL: run_kernel(std::get<KernelP>(n.params)); break;
+      case CU_GRAPH_NODE_TYPE_KERNEL: run_kernel(std::get<KernelP>(n.params), o.node_priority); break;
       case CU_GRAPH_NODE_TYPE_MEMCPY: run_memcpy(std::get<MemcpyP>(n.params).copy, "cuGraphLaunch"); break;
       case CU_GRAPH_NODE_TYPE_MEMSET: run_memset(std::get<MemsetP>(n.params).p, "cuGraphLaunch"); break;
       case CU_GRAPH_NODE_TYPE_HOST: {
@@ -200,8 +198,8 @@ void execute(const ExecGraph& eg) {
         event_wait(e, gen);
         break;
       }
-      case CU_GRAPH_NODE_TYPE_GRAPH: execute(*n.subs[0]); break;
-      case CU_GRAPH_NODE_TYPE_CONDITIONAL: run_conditional(n); break;
+      case CU_GRAPH_NODE_TYPE_GRAPH: execute(*n.subs[0], o); break;
+      case CU_GRAPH_NODE_TYPE_CONDITIONAL: run_conditional(n, o); break;
       default: break;
     }
   }
@@ -211,6 +209,21 @@ namespace {
 
 CUresult need_ctx() {
   return current_ctx() ? CUDA_SUCCESS : fail(CUDA_ERROR_INVALID_CONTEXT, "no context is current on this thread");
+}
+
+// The kernel nodes' attributes that cuGraphInstantiate checks (clusters against the function's
+// attributes now); the first node refused, or nullptr.
+const Node* uninstantiable(const Graph* g, CUresult& r) {
+  for (const Node* n : g->nodes) {
+    if (auto* k = std::get_if<KernelP>(&n->params))
+      if ((r = check_kernel_instantiable(*k)) != CUDA_SUCCESS) return n;
+    std::vector<const Graph*> subs;
+    if (auto* c = std::get_if<ChildP>(&n->params)) subs.push_back(c->graph);
+    if (auto* c = std::get_if<CondP>(&n->params)) subs.assign(c->bodies.begin(), c->bodies.end());
+    for (const Graph* sub : subs)
+      if (uninstantiable(sub, r)) return n;
+  }
+  return nullptr;
 }
 
 CUresult instantiate(CUgraphExec* out, CUgraph h, unsigned long long flags, CUgraphNode* err_node) {
@@ -228,6 +241,11 @@ CUresult instantiate(CUgraphExec* out, CUgraph h, unsigned long long flags, CUgr
   if (!eg) {
     if (err_node) *err_node = nullptr;
     return fail(CUDA_ERROR_INVALID_VALUE, "the graph has a cycle");
+  }
+  CUresult refused = CUDA_SUCCESS;
+  if (const Node* bad = uninstantiable(g, refused)) {
+    if (err_node) *err_node = handle(const_cast<Node*>(bad));
+    return refused;  // the explanation is the check's
   }
   auto e = new Exec;
   e->ctx = current_ctx();
@@ -255,6 +273,7 @@ CUresult launch(Exec* e, Stream* s, bool upload_only) {
   std::shared_ptr<const ExecGraph> graph;
   std::shared_ptr<RefSet> refs;
   std::shared_ptr<Completion> prev, mine = std::make_shared<Completion>();
+  RunOptions options{(e->flags & CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY) != 0};
   std::vector<std::uintptr_t> auto_free;
   {
     std::lock_guard lock(e->mu);
@@ -282,7 +301,7 @@ CUresult launch(Exec* e, Stream* s, bool upload_only) {
     e->last = mine;
   }
   s->push([graph = std::move(graph), refs = std::move(refs), prev = std::move(prev), mine,
-           auto_free = std::move(auto_free)] {
+           auto_free = std::move(auto_free), options] {
     // Launches of one executable run in order, even across streams (DRIVER_FACTS R4).
     if (prev) prev->wait();
     for (std::uintptr_t p : auto_free) graph_unmap(p);
@@ -291,7 +310,7 @@ CUresult launch(Exec* e, Stream* s, bool upload_only) {
       for (CUgraphConditionalHandle h : graph->handles)
         if (CondHandle* c = cond_of(h); c && (c->flags & CU_GRAPH_COND_ASSIGN_DEFAULT)) c->value = c->default_value;
     }
-    execute(*graph);
+    execute(*graph, options);
     mine->finish();
   });
   return CUDA_SUCCESS;
@@ -357,7 +376,8 @@ CUresult sim_cuGraphExecGetFlags(CUgraphExec h, cuuint64_t* flags) {
   TETHER_SIM_ENTER(cuGraphExecGetFlags);
   Exec* e = exec_of(h);
   if (!e || !flags) return CUDA_ERROR_INVALID_VALUE;
-  *flags = e->flags;
+  // The H200 does not report USE_NODE_PRIORITY among the flags (launch_attr_probe prio/node).
+  *flags = e->flags & ~static_cast<unsigned long long>(CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY);
   return CUDA_SUCCESS;
 }
 
@@ -368,7 +388,18 @@ struct Mismatch {
   const Node* node = nullptr;
 };
 
-Mismatch compare(const ExecGraph& eg, const Graph* g) {
+// The attribute changes a whole update refuses (ATTRIBUTES_CHANGED on the H200): the cooperative
+// flag, NVLINK_UTIL_CENTRIC_SCHEDULING, and the requested priority under USE_NODE_PRIORITY. (A
+// source node without a cluster keeps the executable's, even one its grid is no multiple of: see
+// run_kernel.)
+bool attributes_changed(const KernelP& exec, const KernelP& src, bool node_priority) {
+  const LaunchAttrs& a = exec.attrs;
+  const LaunchAttrs& b = src.attrs;
+  if (a.cooperative != b.cooperative || a.nvlink_centric != b.nvlink_centric) return true;
+  return node_priority && a.priority_requested != b.priority_requested;
+}
+
+Mismatch compare(const ExecGraph& eg, const Graph* g, bool node_priority) {
   if (eg.nodes.size() != g->nodes.size()) return {CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED, nullptr};
   std::unordered_map<const Node*, int> idx;
   for (std::size_t i = 0; i < g->nodes.size(); ++i) idx[g->nodes[i]] = static_cast<int>(i);
@@ -382,15 +413,18 @@ Mismatch compare(const ExecGraph& eg, const Graph* g) {
     std::sort(deps.begin(), deps.end());
     std::sort(ad.begin(), ad.end());
     if (ad != deps) return {CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED, b};
+    if (auto* k = std::get_if<KernelP>(&b->params))
+      if (attributes_changed(std::get<KernelP>(a.params), *k, node_priority))
+        return {CU_GRAPH_EXEC_UPDATE_ERROR_ATTRIBUTES_CHANGED, b};
     if (auto* c = std::get_if<ChildP>(&b->params)) {
-      Mismatch m = compare(*a.subs[0], c->graph);
+      Mismatch m = compare(*a.subs[0], c->graph, node_priority);
       if (m.result != CU_GRAPH_EXEC_UPDATE_SUCCESS) return {m.result, b};
     }
     if (auto* c = std::get_if<CondP>(&b->params)) {
       const auto& ac = std::get<CondP>(a.params);
       if (ac.type != c->type || ac.size != c->size) return {CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED, b};
       for (std::size_t k = 0; k < c->bodies.size(); ++k) {
-        Mismatch m = compare(*a.subs[k], c->bodies[k]);
+        Mismatch m = compare(*a.subs[k], c->bodies[k], node_priority);
         if (m.result != CU_GRAPH_EXEC_UPDATE_SUCCESS) return {m.result, b};
       }
     }
@@ -402,16 +436,33 @@ Mismatch compare(const ExecGraph& eg, const Graph* g) {
   return {};
 }
 
-// Carries the enable/disable state of the executable's nodes into a newly built graph.
-std::shared_ptr<ExecGraph> keep_enabled(const ExecGraph& old, const ExecGraph& fresh) {
+// Carries what an update keeps from the executable into a newly built graph: the enable/disable
+// state of its nodes, and the cluster of a kernel node whose source node has none (on the H200 an
+// update from a node without a cluster kept the executable's, launch_attr_probe
+// attr/cluster_dimension/exec_update).
+std::shared_ptr<ExecGraph> carry_state(const ExecGraph& old, const ExecGraph& fresh) {
   auto eg = std::make_shared<ExecGraph>(fresh);
   eg->handles = old.handles;
-  for (std::size_t i = 0; i < eg->nodes.size() && i < old.nodes.size(); ++i)
-    if (!old.nodes[i]->enabled) {
-      auto n = std::make_shared<ExecNode>(*eg->nodes[i]);
-      n->enabled = false;
-      eg->nodes[i] = std::move(n);
+  for (std::size_t i = 0; i < eg->nodes.size() && i < old.nodes.size(); ++i) {
+    const ExecNode& was = *old.nodes[i];
+    std::shared_ptr<ExecNode> n;
+    auto edit = [&]() -> ExecNode& {
+      if (!n) n = std::make_shared<ExecNode>(*eg->nodes[i]);
+      return *n;
+    };
+    if (!was.enabled) edit().enabled = false;
+    if (auto* k = std::get_if<KernelP>(&eg->nodes[i]->params)) {
+      const std::array<unsigned, 3>& keep = std::get<KernelP>(was.params).attrs.cluster;
+      if ((k->attrs.cluster[0] | k->attrs.cluster[1] | k->attrs.cluster[2]) == 0 && (keep[0] | keep[1] | keep[2]))
+        std::get<KernelP>(edit().params).attrs.cluster = keep;
     }
+    for (std::size_t s = 0; s < eg->nodes[i]->subs.size() && s < was.subs.size(); ++s) {
+      auto sub = carry_state(*was.subs[s], *eg->nodes[i]->subs[s]);
+      sub->handles = eg->nodes[i]->subs[s]->handles;
+      edit().subs[s] = std::move(sub);
+    }
+    if (n) eg->nodes[i] = std::move(n);
+  }
   return eg;
 }
 
@@ -426,7 +477,7 @@ CUresult sim_cuGraphExecUpdate(CUgraphExec h, CUgraph hg, CUgraphExecUpdateResul
     Graph* g = graph_of(hg);
     if (!g) return CUDA_ERROR_INVALID_VALUE;
     std::lock_guard lock(e->mu);
-    Mismatch m = compare(*e->graph, g);
+    Mismatch m = compare(*e->graph, g, (e->flags & CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY) != 0);
     if (m.result != CU_GRAPH_EXEC_UPDATE_SUCCESS) {
       if (info) {
         info->result = m.result;
@@ -436,7 +487,7 @@ CUresult sim_cuGraphExecUpdate(CUgraphExec h, CUgraph hg, CUgraphExecUpdateResul
     }
     auto fresh = build(g);
     if (!fresh) return CUDA_ERROR_INVALID_VALUE;
-    e->graph = keep_enabled(*e->graph, *fresh);
+    e->graph = carry_state(*e->graph, *fresh);
     for (std::size_t i = 0; i < g->nodes.size(); ++i) e->index[g->nodes[i]] = static_cast<int>(i);
     // The new references are taken before the old ones go, so objects held by both survive (7b).
     old = std::exchange(e->refs, make_refs(g, e->deferred));
@@ -466,15 +517,22 @@ CUresult update_node(CUgraphExec h, CUgraphNode hnode, CUgraphNodeType type, F&&
   return CUDA_SUCCESS;
 }
 
+// An executable's kernel node keeps its attributes through a parameter change, and they must still
+// fit it (INVALID_CLUSTER_SIZE, COOPERATIVE_LAUNCH_TOO_LARGE on the H200).
+CUresult set_exec_kernel(ExecNode& x, const CUDA_KERNEL_NODE_PARAMS& in) {
+  KernelP k;
+  if (CUresult r = make_kernel_params(in, k)) return r;
+  k.attrs = std::get<KernelP>(x.params).attrs;
+  if (CUresult r = check_kernel_attrs(k)) return r;
+  x.params = std::move(k);
+  return CUDA_SUCCESS;
+}
+
 CUresult sim_cuGraphExecKernelNodeSetParams(CUgraphExec h, CUgraphNode n, const CUDA_KERNEL_NODE_PARAMS* p) {
   TETHER_SIM_ENTER(cuGraphExecKernelNodeSetParams);
   if (!p) return CUDA_ERROR_INVALID_VALUE;
-  return update_node(h, n, CU_GRAPH_NODE_TYPE_KERNEL, [&](ExecNode& x, int, Exec&) {
-    KernelP k;
-    if (CUresult r = make_kernel_params(*p, k)) return r;
-    x.params = std::move(k);
-    return CUDA_SUCCESS;
-  });
+  return update_node(h, n, CU_GRAPH_NODE_TYPE_KERNEL,
+                     [&](ExecNode& x, int, Exec&) { return set_exec_kernel(x, *p); });
 }
 // Whether one end of a copy is device memory (a unified address is resolved as the driver does).
 bool device_end(CUmemorytype t, CUdeviceptr d) {
@@ -549,7 +607,8 @@ CUresult sim_cuGraphExecChildGraphNodeSetParams(CUgraphExec h, CUgraphNode n, CU
     Graph* g = graph_of(child);
     if (!g) return CUDA_ERROR_INVALID_VALUE;
     r = update_node(h, n, CU_GRAPH_NODE_TYPE_GRAPH, [&](ExecNode& x, int top, Exec& e) {
-      if (compare(*x.subs[0], g).result != CU_GRAPH_EXEC_UPDATE_SUCCESS)
+      if (compare(*x.subs[0], g, (e.flags & CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY) != 0).result !=
+          CU_GRAPH_EXEC_UPDATE_SUCCESS)
         return fail(CUDA_ERROR_INVALID_VALUE, "the new child graph's topology differs from the instantiated one");
       auto sub = build(g);
       if (!sub) return CUDA_ERROR_INVALID_VALUE;
@@ -577,12 +636,7 @@ CUresult sim_cuGraphExecNodeSetParams(CUgraphExec h, CUgraphNode n, CUgraphNodeP
     case CU_GRAPH_NODE_TYPE_KERNEL: {
       CUDA_KERNEL_NODE_PARAMS k{};
       std::memcpy(&k, &p->kernel, sizeof k);
-      return update_node(h, n, p->type, [&](ExecNode& x, int, Exec&) {
-        KernelP kp;
-        if (CUresult r = make_kernel_params(k, kp)) return r;
-        x.params = std::move(kp);
-        return CUDA_SUCCESS;
-      });
+      return update_node(h, n, p->type, [&](ExecNode& x, int, Exec&) { return set_exec_kernel(x, k); });
     }
     case CU_GRAPH_NODE_TYPE_MEMCPY:
       return update_node(h, n, p->type, [&](ExecNode& x, int, Exec&) {

@@ -163,6 +163,15 @@ CUresult make_kernel_params(const CUDA_KERNEL_NODE_PARAMS& in, KernelP& out) {
     return fail(CUDA_ERROR_INVALID_VALUE, "more than 1024 threads per block");
   const Twin& twin = *f->twin;
   if (in.extra) return fail(CUDA_ERROR_NOT_SUPPORTED, "the simulator does not support 'extra' kernel parameters");
+  // Checked against the function's limit when the node (or launch) is made, not later: on the
+  // H200 lowering the limit afterwards did not stop the node from instantiating or launching
+  // (launch_attr_probe smem/limit_when_checked).
+  if (int limit = f->attrs->max_dynamic_shared.load(); in.sharedMemBytes > static_cast<unsigned>(limit))
+    return fail(CUDA_ERROR_INVALID_VALUE,
+                fmt::format("kernel '{}' asks for {} bytes of dynamic shared memory; its function allows {} "
+                            "(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, which cuFuncSetAttribute raises up "
+                            "to the device's opt-in maximum of {})",
+                            f->name, in.sharedMemBytes, limit, h200::shared_per_block_optin));
   if (!twin.params.empty() && !in.kernelParams)
     return fail(CUDA_ERROR_INVALID_VALUE, fmt::format("kernel '{}' takes {} parameter(s) but kernelParams is NULL",
                                                       f->name, twin.params.size()));
@@ -182,6 +191,64 @@ CUresult make_kernel_params(const CUDA_KERNEL_NODE_PARAMS& in, KernelP& out) {
     std::memcpy(out.args.data() + off, in.kernelParams[i], sz);
     out.offsets.push_back(off);
   }
+  return CUDA_SUCCESS;
+}
+
+namespace {
+
+CUresult check_cluster(const KernelP& k) {
+  const std::array<unsigned, 3>& c = k.attrs.cluster;
+  if ((c[0] | c[1] | c[2]) == 0) return CUDA_SUCCESS;  // {0,0,0}: no cluster (accepted on the H200)
+  static constexpr const char* axis[] = {"x", "y", "z"};
+  for (std::size_t i = 0; i < 3; ++i) {
+    if (c[i] == 0)
+      return fail(CUDA_ERROR_INVALID_CLUSTER_SIZE, fmt::format("cluster dimension {} is 0 while another is not", axis[i]));
+    if (k.grid[i] % c[i] != 0)
+      return fail(CUDA_ERROR_INVALID_CLUSTER_SIZE,
+                  fmt::format("the cluster's {} dimension ({}) does not divide the grid's ({})", axis[i], c[i], k.grid[i]));
+  }
+  unsigned blocks = c[0] * c[1] * c[2];
+  if (blocks > static_cast<unsigned>(h200::portable_cluster) && !k.func->attrs->non_portable_cluster.load())
+    return fail(CUDA_ERROR_INVALID_CLUSTER_SIZE,
+                fmt::format("a cluster of {} blocks is larger than the portable {}; kernel '{}' allows it after "
+                            "cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)",
+                            blocks, h200::portable_cluster, k.func->name));
+  return CUDA_SUCCESS;
+}
+
+CUresult check_cooperative(const KernelP& k) {
+  if (!k.attrs.cooperative) return CUDA_SUCCESS;
+  std::uint64_t blocks = std::uint64_t{k.grid[0]} * k.grid[1] * k.grid[2];
+  std::uint64_t threads = std::uint64_t{k.block[0]} * k.block[1] * k.block[2];
+  std::uint64_t limit = coresident_blocks(threads, k.shared);
+  if (blocks <= limit) return CUDA_SUCCESS;
+  return fail(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE,
+              fmt::format("a cooperative launch of {} blocks of {} threads with {} bytes of dynamic shared memory; at "
+                          "most {} such blocks can be resident at once on the simulated H200 ({} SMs)",
+                          blocks, threads, k.shared, limit, h200::sms));
+}
+
+}  // namespace
+
+CUresult check_kernel_attrs(const KernelP& k) {
+  if (CUresult r = check_cluster(k)) return r;
+  return check_cooperative(k);
+}
+
+CUresult check_kernel_instantiable(const KernelP& k) {
+  const std::array<unsigned, 3>& c = k.attrs.cluster;
+  unsigned blocks = c[0] * c[1] * c[2];
+  if (blocks > static_cast<unsigned>(h200::max_cluster))
+    return fail(CUDA_ERROR_INVALID_CLUSTER_SIZE,
+                fmt::format("kernel '{}' has a cluster of {} blocks; the H200 runs clusters of at most {}", k.func->name,
+                            blocks, h200::max_cluster));
+  // Checked against the function's attribute now: on the H200 a 16-block cluster instantiated while
+  // non-portable sizes were allowed, and not after they were disallowed again.
+  if (blocks > static_cast<unsigned>(h200::portable_cluster) && !k.func->attrs->non_portable_cluster.load())
+    return fail(CUDA_ERROR_INVALID_CLUSTER_SIZE,
+                fmt::format("kernel '{}' has a cluster of {} blocks, larger than the portable {}, and its function "
+                            "does not allow non-portable sizes (CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED)",
+                            k.func->name, blocks, h200::portable_cluster));
   return CUDA_SUCCESS;
 }
 
@@ -648,6 +715,10 @@ CUresult sim_cuGraphKernelNodeSetParams(CUgraphNode h, const CUDA_KERNEL_NODE_PA
   if (!k) return CUDA_ERROR_INVALID_VALUE;
   KernelP next;
   if (CUresult r = make_kernel_params(*p, next)) return r;
+  // The node keeps its attributes, which must still fit the new launch (launch_attr_probe
+  // attr/*/set_params, cluster/grid_change, coop/grow_past_limit).
+  next.attrs = k->attrs;
+  if (CUresult r = check_kernel_attrs(next)) return r;
   *k = std::move(next);
   return CUDA_SUCCESS;
 }
@@ -790,6 +861,8 @@ CUresult sim_cuGraphNodeSetParams(CUgraphNode h, CUgraphNodeParams* p) {
         std::memcpy(&k, &p->kernel, sizeof k);
         KernelP next;
         if (CUresult r = make_kernel_params(k, next)) return r;
+        next.attrs = std::get<KernelP>(n->params).attrs;  // kept, as by cuGraphKernelNodeSetParams
+        if (CUresult r = check_kernel_attrs(next)) return r;
         n->params = std::move(next);
         break;
       }
@@ -841,6 +914,138 @@ CUresult sim_cuGraphNodeSetParams(CUgraphNode h, CUgraphNodeParams* p) {
   }
   release_collected(released, "cuGraphNodeSetParams");
   return result;
+}
+
+// ----------------------------------------------------------------------------- launch attributes
+
+// Why these are refused with INVALID_VALUE: the H200 driver refuses them on graph kernel nodes
+// (launch_attr_probe attr/*/set, attr/other_ids).
+CUresult refused_attribute(CUlaunchAttributeID id) {
+  switch (id) {
+    case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION:
+    case CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_EVENT:
+    case CU_LAUNCH_ATTRIBUTE_LAUNCH_COMPLETION_EVENT:
+      return fail(CUDA_ERROR_INVALID_VALUE,
+                  fmt::format("launch attribute {} applies to stream launches only; the H200 driver refuses it on "
+                              "graph kernel nodes",
+                              static_cast<int>(id)));
+    case CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION:
+      return fail(CUDA_ERROR_INVALID_VALUE, "the H200 driver (compute capability 9.0) refuses a preferred cluster "
+                                            "dimension on graph kernel nodes");
+    default:
+      return fail(CUDA_ERROR_INVALID_VALUE,
+                  fmt::format("{} is not a kernel-node launch attribute", static_cast<int>(id)));
+  }
+}
+
+// A NULL attribute value crashed the H200's driver in both Set and GetAttribute (launch_attr_probe
+// attr/bad/set_null_value, get_null_value): refused here, and recorded.
+CUresult null_value(std::string_view entry) {
+  record_violation(ViolationKind::null_argument, entry,
+                   fmt::format("{} with a NULL value (the real driver crashes)", entry));
+  return fail(CUDA_ERROR_INVALID_VALUE, fmt::format("{} with a NULL value; the real driver crashes", entry));
+}
+
+// The node's kernel parameters for an attribute call; a destroyed or non-kernel node is refused
+// (the real driver crashed on one of these misuses in launch_attr_probe attr_other).
+KernelP* attr_node(CUgraphNode h, std::string_view entry) {
+  return params_of<KernelP>(param_node(h, entry));
+}
+
+CUresult sim_cuGraphKernelNodeGetAttribute(CUgraphNode h, CUkernelNodeAttrID id, CUkernelNodeAttrValue* v) {
+  TETHER_SIM_ENTER(cuGraphKernelNodeGetAttribute);
+  if (!v) return null_value("cuGraphKernelNodeGetAttribute");
+  Lock lock(graph_mutex());
+  KernelP* k = attr_node(h, "cuGraphKernelNodeGetAttribute");
+  if (!k) return fail(CUDA_ERROR_INVALID_VALUE, "the node is not a kernel node");
+  const LaunchAttrs& a = k->attrs;
+  switch (id) {
+    case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW: v->accessPolicyWindow = a.access_policy; break;
+    case CU_LAUNCH_ATTRIBUTE_COOPERATIVE: v->cooperative = a.cooperative; break;
+    case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION:
+      v->clusterDim.x = a.cluster[0];
+      v->clusterDim.y = a.cluster[1];
+      v->clusterDim.z = a.cluster[2];
+      break;
+    case CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE: v->clusterSchedulingPolicyPreference = a.cluster_policy; break;
+    case CU_LAUNCH_ATTRIBUTE_PRIORITY: v->priority = a.priority; break;
+    case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP: v->memSyncDomainMap = a.sync_domain_map; break;
+    case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN: v->memSyncDomain = a.sync_domain; break;
+    case CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT: v->sharedMemCarveout = a.carveout; break;
+    case CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE:
+      // Never set here (the simulator refuses it), so it reads as on a node that never set it.
+      v->deviceUpdatableKernelNode.deviceUpdatable = 0;
+      v->deviceUpdatableKernelNode.devNode = nullptr;
+      break;
+    case CU_LAUNCH_ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING:
+      return fail(CUDA_ERROR_INVALID_VALUE, "the H200 driver stores NVLINK_UTIL_CENTRIC_SCHEDULING on a kernel node "
+                                            "but refuses to read it back");
+    default: return refused_attribute(id);
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult sim_cuGraphKernelNodeSetAttribute(CUgraphNode h, CUkernelNodeAttrID id, const CUkernelNodeAttrValue* v) {
+  TETHER_SIM_ENTER(cuGraphKernelNodeSetAttribute);
+  if (!v) return null_value("cuGraphKernelNodeSetAttribute");
+  Lock lock(graph_mutex());
+  KernelP* k = attr_node(h, "cuGraphKernelNodeSetAttribute");
+  if (!k) return fail(CUDA_ERROR_INVALID_VALUE, "the node is not a kernel node");
+  LaunchAttrs& a = k->attrs;
+  switch (id) {
+    case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW: a.access_policy = v->accessPolicyWindow; break;
+    case CU_LAUNCH_ATTRIBUTE_COOPERATIVE: {
+      // Checked against co-residency here, where the H200 refuses a grid that is too large.
+      KernelP next = *k;
+      next.attrs.cooperative = v->cooperative;
+      if (CUresult r = check_cooperative(next)) return r;
+      a.cooperative = v->cooperative;
+      break;
+    }
+    case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION: {
+      KernelP next = *k;
+      next.attrs.cluster = {v->clusterDim.x, v->clusterDim.y, v->clusterDim.z};
+      if (CUresult r = check_cluster(next)) return r;
+      a.cluster = next.attrs.cluster;
+      break;
+    }
+    case CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE: a.cluster_policy = v->clusterSchedulingPolicyPreference; break;
+    case CU_LAUNCH_ATTRIBUTE_PRIORITY:
+      // Read back clamped into the device's range; an update compares the value as given.
+      a.priority_requested = v->priority;
+      a.priority = clamp_priority(v->priority);
+      break;
+    case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN_MAP: a.sync_domain_map = v->memSyncDomainMap; break;
+    case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN: a.sync_domain = v->memSyncDomain; break;
+    case CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT: a.carveout = v->sharedMemCarveout; break;
+    case CU_LAUNCH_ATTRIBUTE_NVLINK_UTIL_CENTRIC_SCHEDULING: a.nvlink_centric = v->nvlinkUtilCentricScheduling; break;
+    case CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE:
+      if (v->deviceUpdatableKernelNode.deviceUpdatable == 0) break;  // the state every node has here
+      return fail(CUDA_ERROR_NOT_SUPPORTED,
+                  "the simulator does not model device-updatable kernel nodes (updates from device code through "
+                  "the devNode handle); the H200 accepts the attribute, then refuses cuGraphClone, "
+                  "cuGraphKernelNodeCopyAttributes and cuGraphExecUpdate of such a node with NOT_SUPPORTED");
+    default: return refused_attribute(id);
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult sim_cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src) {
+  TETHER_SIM_ENTER(cuGraphKernelNodeCopyAttributes);
+  Lock lock(graph_mutex());
+  KernelP* to = attr_node(dst, "cuGraphKernelNodeCopyAttributes");
+  KernelP* from = attr_node(src, "cuGraphKernelNodeCopyAttributes");
+  if (!to || !from) return fail(CUDA_ERROR_INVALID_VALUE, "both nodes must be kernel nodes");
+  // The whole set is copied: the destination's own attributes go (launch_attr_probe attr/copy_all).
+  // A set that does not fit the destination's launch is refused with INVALID_VALUE, not with the
+  // SetAttribute error (attr/copy_not_divisor).
+  KernelP next = *to;
+  next.attrs = from->attrs;
+  if (CUresult r = check_kernel_attrs(next))
+    return fail(CUDA_ERROR_INVALID_VALUE, fmt::format("the copied attributes do not fit the destination node ({}: {})",
+                                                      result_name(static_cast<int>(r)), ts().explain));
+  to->attrs = from->attrs;
+  return CUDA_SUCCESS;
 }
 
 // ----------------------------------------------------------------------------- topology
@@ -1032,14 +1237,6 @@ CUresult sim_cuGraphReleaseUserObject(CUgraph h, CUuserObject o, unsigned n) {
 
 }  // namespace
 
-// Interim entries until the launch-attribute model lands (replaced by it).
-CUresult sim_cuGraphKernelNodeGetAttribute(CUgraphNode, CUkernelNodeAttrID, CUkernelNodeAttrValue*) {
-  return CUDA_ERROR_NOT_SUPPORTED;
-}
-CUresult sim_cuGraphKernelNodeSetAttribute(CUgraphNode, CUkernelNodeAttrID, const CUkernelNodeAttrValue*) {
-  return CUDA_ERROR_NOT_SUPPORTED;
-}
-
 void fill_graph(tether::detail::DriverTable& t) {
   using tether::detail::Entry;
   t.set<Entry::cuGraphCreate>(&sim_cuGraphCreate);
@@ -1064,6 +1261,7 @@ void fill_graph(tether::detail::DriverTable& t) {
   t.set<Entry::cuGraphKernelNodeSetParams>(&sim_cuGraphKernelNodeSetParams);
   t.set<Entry::cuGraphKernelNodeGetAttribute>(&sim_cuGraphKernelNodeGetAttribute);
   t.set<Entry::cuGraphKernelNodeSetAttribute>(&sim_cuGraphKernelNodeSetAttribute);
+  t.set<Entry::cuGraphKernelNodeCopyAttributes>(&sim_cuGraphKernelNodeCopyAttributes);
   t.set<Entry::cuGraphMemcpyNodeGetParams>(&sim_cuGraphMemcpyNodeGetParams);
   t.set<Entry::cuGraphMemcpyNodeSetParams>(&sim_cuGraphMemcpyNodeSetParams);
   t.set<Entry::cuGraphMemsetNodeGetParams>(&sim_cuGraphMemsetNodeGetParams);

@@ -28,17 +28,33 @@ struct LaunchInfo {
   std::string_view kernel;       ///< the kernel's name
   std::array<unsigned, 3> grid;  ///< gridDim x, y, z
   std::array<unsigned, 3> block; ///< blockDim x, y, z
-  unsigned shared_mem_bytes;     ///< dynamic shared memory requested
+  unsigned shared_mem_bytes;     ///< dynamic shared memory requested (`sharedMemBytes`)
+  /// The cluster dimensions in blocks (`CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION` of a graph kernel
+  /// node); {1, 1, 1} when the launch has no cluster.
+  std::array<unsigned, 3> cluster{1, 1, 1};
+  /// Whether the launch is cooperative (`CU_LAUNCH_ATTRIBUTE_COOPERATIVE`): only then may the
+  /// twin model a grid-wide barrier.
+  bool cooperative = false;
+  /// The priority the launch runs at: the node's `CU_LAUNCH_ATTRIBUTE_PRIORITY` when its
+  /// executable was instantiated with `CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY`, otherwise
+  /// the priority of the stream it runs on (`cuStreamCreateWithPriority`; 0 by default). Lower
+  /// numbers are higher priorities, as on the driver.
+  int priority = 0;
   /// Threads in the whole launch (grid * block), the usual loop bound of a twin.
   std::size_t threads() const noexcept {
     return std::size_t{grid[0]} * grid[1] * grid[2] * block[0] * block[1] * block[2];
   }
 };
 
-/// Size and kind of one kernel parameter, as the simulator reads it from `kernelParams`.
+/// Size, kind and alignment of one kernel parameter, as the simulator reads it from
+/// `kernelParams`. The alignment places the parameter in the device ABI's parameter buffer, which
+/// `cuFuncGetParamInfo` reports: each parameter starts at the next multiple of its alignment.
 struct ParamInfo {
   std::size_t size;   ///< sizeof the parameter
   bool pointer;       ///< a pointer: checked against live allocations when the launch executes
+  /// alignof the parameter (`register_kernel` fills it); 0 stands for the largest power of two
+  /// that divides `size`, at most 8 (a scalar's alignment).
+  std::size_t align = 0;
 };
 
 /// The type-erased body of a twin: `args[i]` points at the value of parameter i.
@@ -61,7 +77,7 @@ template <class... Args, class F>
   requires std::invocable<F&, const LaunchInfo&, Args...>
 void register_kernel(std::string name, F body) {
   static_assert((std::is_trivially_copyable_v<Args> && ...), "kernel parameters must be trivially copyable");
-  std::vector<ParamInfo> params{ParamInfo{sizeof(Args), std::is_pointer_v<Args>}...};
+  std::vector<ParamInfo> params{ParamInfo{sizeof(Args), std::is_pointer_v<Args>, alignof(Args)}...};
   register_kernel_erased(std::move(name), std::move(params),
                          [body = std::move(body)](const LaunchInfo& info, const void* const* args) mutable {
                            [&]<std::size_t... I>(std::index_sequence<I...>) {
@@ -93,6 +109,7 @@ enum class ViolationKind {
   destroyed_node_use,    ///< a destroyed node handle was used (the real driver does not check)
   unloaded_module_use,   ///< a launch used a function whose module or library was unloaded
   destroyed_event_use,   ///< an event record/wait node or operation used a destroyed event
+  null_argument,         ///< a NULL pointer the real driver dereferences unchecked (it crashes)
 };
 
 /// "use_after_free", ...

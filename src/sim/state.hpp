@@ -114,7 +114,6 @@ struct UserObj {
   CUhostFn destroy = nullptr;
   std::atomic<bool> destroyed{false};
 };
-bool uo_valid(UserObj* u);
 // Drops n references; runs the destructor on this thread if the count reaches zero.
 void uo_release(UserObj* u, std::uint32_t n, std::string_view entry);
 UserObj* uo_of(CUuserObject o);
@@ -136,7 +135,45 @@ struct RefSet {
 // The driver-internal thread that runs deferred destructors one after another.
 void post_deferred(std::function<void()> task);
 
+// ----------------------------------------------------------------------------- the simulated device
+
+// The simulated device is an H200 wherever the launch-attribute rules need a number
+// (tests/driver/launch_attr_probe.txt, 2026-12-01; docs/launch-attributes.md).
+namespace h200 {
+inline constexpr int sms = 132;
+inline constexpr int shared_per_block = 49152;           // MAX_SHARED_MEMORY_PER_BLOCK, the default limit
+inline constexpr int shared_per_block_optin = 232448;    // MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
+inline constexpr int shared_per_sm = 233472;             // MAX_SHARED_MEMORY_PER_MULTIPROCESSOR
+inline constexpr int reserved_shared_per_block = 1024;   // RESERVED_SHARED_MEMORY_PER_BLOCK
+inline constexpr int blocks_per_sm = 32;                 // MAX_BLOCKS_PER_MULTIPROCESSOR
+inline constexpr int threads_per_sm = 2048;              // MAX_THREADS_PER_MULTIPROCESSOR
+inline constexpr int portable_cluster = 8;               // larger clusters need NON_PORTABLE_CLUSTER_SIZE_ALLOWED
+inline constexpr int max_cluster = 16;                   // the largest cluster cuGraphInstantiate accepts
+inline constexpr int least_priority = 0;                 // cuCtxGetStreamPriorityRange
+inline constexpr int greatest_priority = -5;
+}  // namespace h200
+
+// How many blocks of `threads` threads and `shared` bytes of dynamic shared memory can be resident
+// at once: the simulated co-residency limit of a cooperative launch. The H200's occupancy
+// calculator gave the same for the probe's kernels (32 per SM for 32 threads, 2 for 1024, 3 with
+// 64 KiB); registers are not modelled (a twin has none).
+std::uint64_t coresident_blocks(std::uint64_t threads, std::uint64_t shared);
+// Clamps a stream or node priority into the device's range, as the driver does.
+int clamp_priority(int priority);
+
 // ----------------------------------------------------------------------------- modules
+
+// The settable attributes of a function (cuFuncSetAttribute). One record per module and kernel
+// name, shared by every handle of it: on the H200 a second cuModuleGetFunction returned the same
+// handle, so an attribute set through one is seen through the other (launch_attr_probe
+// func/same_handle).
+struct FuncAttrs {
+  std::atomic<int> max_dynamic_shared{h200::shared_per_block};
+  std::atomic<int> carveout{-1};
+  std::atomic<int> non_portable_cluster{0};
+  std::atomic<int> cluster_policy{0};
+  std::array<std::atomic<int>, 3> required_cluster{};
+};
 
 struct Twin {
   std::string name;
@@ -146,11 +183,15 @@ struct Twin {
 struct Module {
   bool unloaded = false;
   bool library = false;
+  // By kernel name, under the objects' mutex: the attributes, and the handle lookups return.
+  std::map<std::string, std::shared_ptr<FuncAttrs>, std::less<>> attrs;
+  std::map<std::string, struct Function*, std::less<>> functions;
 };
 struct Function {
   std::string name;
   std::shared_ptr<const Twin> twin;
   Module* module = nullptr;
+  std::shared_ptr<FuncAttrs> attrs;  // shared with every handle of the same kernel of the module
 };
 Function* function_of(CUfunction f);   // nullptr if not a simulator function
 Function* function_of(CUkernel k);
@@ -189,6 +230,7 @@ struct Capture {
 struct Stream {
   Ctx* ctx = nullptr;
   unsigned flags = 0;
+  int priority = 0;  // clamped (cuStreamCreateWithPriority); launches on it run at this priority
   std::mutex mu;
   std::condition_variable cv;
   std::deque<std::function<void()>> q;
@@ -205,6 +247,8 @@ struct Stream {
   bool idle();
   void run();
 };
+// The stream whose worker is the calling thread (nullptr on any other thread).
+Stream* worker_stream();
 // Resolves a stream handle (0 / CU_STREAM_LEGACY / CU_STREAM_PER_THREAD: the context's default
 // stream); nullptr if invalid.
 Stream* stream_of(CUstream s);
@@ -215,6 +259,22 @@ std::vector<Stream*> all_streams();
 struct Graph;
 struct ExecGraph;
 
+// The launch attributes of a kernel node (cuGraphKernelNodeSetAttribute), with the values a node
+// that never set one reads back on the H200. Attributes the driver refuses on graph kernel nodes,
+// and those the simulator cannot model, are not stored (docs/launch-attributes.md).
+struct LaunchAttrs {
+  CUaccessPolicyWindow access_policy{};
+  int cooperative = 0;
+  std::array<unsigned, 3> cluster{0, 0, 0};  // {0,0,0}: no cluster
+  CUclusterSchedulingPolicy cluster_policy = CU_CLUSTER_SCHEDULING_POLICY_DEFAULT;
+  int priority = 0;            // clamped: what GetAttribute reads
+  int priority_requested = 0;  // as set: what cuGraphExecUpdate compares under USE_NODE_PRIORITY
+  CUlaunchMemSyncDomainMap sync_domain_map{0, 1};
+  CUlaunchMemSyncDomain sync_domain = CU_LAUNCH_MEM_SYNC_DOMAIN_DEFAULT;
+  unsigned carveout = 0;
+  unsigned nvlink_centric = 0;
+};
+
 struct KernelP {
   Function* func = nullptr;
   std::array<unsigned, 3> grid{}, block{};
@@ -223,6 +283,7 @@ struct KernelP {
   std::vector<std::size_t> offsets;
   CUkernel kern = nullptr;
   CUcontext ctx = nullptr;
+  LaunchAttrs attrs;
 };
 struct MemcpyP {
   CUDA_MEMCPY3D copy{};
@@ -303,6 +364,14 @@ CondHandle* cond_of(CUgraphConditionalHandle h);
 CUresult add_node(CUgraphNode* out, Graph* g, const CUgraphNode* deps, std::size_t ndeps, CUgraphNodeType type,
                   Params params, std::string_view entry);
 CUresult make_kernel_params(const CUDA_KERNEL_NODE_PARAMS& in, KernelP& out);
+// The rules the H200 applies to a kernel node's attributes against its grid, block and dynamic
+// shared memory, where it applies them: cuGraphKernelNodeSetAttribute and the SetParams calls.
+// A cluster must divide the grid and have at most 8 blocks unless the function allows
+// non-portable sizes; a cooperative node must fit the co-residency limit.
+CUresult check_kernel_attrs(const KernelP& k);
+// The rules cuGraphInstantiate applies: no cluster larger than 16 blocks, and none larger than 8
+// unless the function allows non-portable sizes now.
+CUresult check_kernel_instantiable(const KernelP& k);
 CUresult make_memcpy_params(const CUDA_MEMCPY3D& in, CUcontext ctx, MemcpyP& out);
 CUresult make_memset_params(const CUDA_MEMSET_NODE_PARAMS& in, CUcontext ctx, MemsetP& out);
 Graph* new_graph();
@@ -329,12 +398,17 @@ struct ExecGraph {
   std::vector<int> order;                              // a topological order
   std::vector<CUgraphConditionalHandle> handles;       // reset at launch (CU_GRAPH_COND_ASSIGN_DEFAULT)
 };
-std::shared_ptr<const ExecGraph> build_exec_graph(const Graph* g);
+
+// How one launch of an executable runs its kernels.
+struct RunOptions {
+  bool node_priority = false;  // CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY
+};
 
 // Executes one launch of a graph on the calling (stream worker) thread.
-void execute(const ExecGraph& eg);
-// Executes an enqueued kernel launch / copy / set on the calling thread (shared with graphs).
-void run_kernel(const KernelP& k);
+void execute(const ExecGraph& eg, const RunOptions& options);
+// Executes an enqueued kernel launch / copy / set on the calling thread (shared with graphs). A
+// kernel runs at its node's priority when `node_priority`, else at its stream's.
+void run_kernel(const KernelP& k, bool node_priority = false);
 void run_memcpy(const CUDA_MEMCPY3D& c, std::string_view entry);
 void run_memset(const CUDA_MEMSET_NODE_PARAMS& m, std::string_view entry);
 

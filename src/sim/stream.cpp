@@ -36,10 +36,11 @@ void invalidate(Capture* c) {
 // owned graph is destroyed (its references are returned in `released`).
 void drop_capture(Capture* c, std::vector<std::pair<UserObj*, std::uint32_t>>& released, bool destroy);
 
-Stream* make_stream(Ctx* ctx, unsigned flags) {
+Stream* make_stream(Ctx* ctx, unsigned flags, int priority) {
   Stream* s = new Stream;
   s->ctx = ctx;
   s->flags = flags;
+  s->priority = priority;
   s->worker = std::thread([s] { s->run(); });
   s->worker.detach();
   std::lock_guard lock(streams().mu);
@@ -56,7 +57,14 @@ void Stream::push(std::function<void()> op) {
   cv.notify_all();
 }
 
+namespace {
+thread_local Stream* t_worker = nullptr;  // trivially destructible: readable during thread exit
+}  // namespace
+
+Stream* worker_stream() { return t_worker; }
+
 void Stream::run() {
+  t_worker = this;
   std::unique_lock lock(mu);
   for (;;) {
     cv.wait(lock, [&] { return !q.empty() || stop; });
@@ -129,7 +137,7 @@ void event_wait(Event* e, std::uint64_t gen) {
 
 // ----------------------------------------------------------------------------- execution
 
-void run_kernel(const KernelP& k) {
+void run_kernel(const KernelP& k, bool node_priority) {
   Function* f = k.func;
   if (!f) return;
   if (f->module && f->module->unloaded) {
@@ -149,6 +157,18 @@ void run_kernel(const KernelP& k) {
     }
   }
   LaunchInfo info{f->name, k.grid, k.block, k.shared};
+  const std::array<unsigned, 3>& c = k.attrs.cluster;
+  if (c[0] && c[1] && c[2]) {
+    info.cluster = c;
+    // Only whole clusters run. A grid that is no multiple of the cluster can reach a launch only
+    // through a whole update from a node without a cluster, which keeps the executable's: on the
+    // H200 a grid of 7 under a kept cluster of 2 ran 6 blocks (launch_attr_probe
+    // cluster/update_kept_not_divisor).
+    for (std::size_t i = 0; i < 3; ++i) info.grid[i] = k.grid[i] / c[i] * c[i];
+  }
+  info.cooperative = k.attrs.cooperative != 0;
+  Stream* s = worker_stream();
+  info.priority = node_priority ? k.attrs.priority : s ? s->priority : 0;
   try {
     twin.body(info, ptrs.data());
   } catch (const std::exception& e) {
@@ -306,8 +326,8 @@ CUresult enqueue(Stream* s, std::string_view entry, CUgraphNodeType type, const 
 
 // Synchronous operations are ordered after the legacy default stream, like the real driver's.
 void sync_default() {
-  if (Ctx* c = current_ctx())
-    if (Stream* s = stream_of(nullptr)) (void)c, s->wait_idle();
+  // stream_of(nullptr) is the current context's default stream, or nullptr without a context.
+  if (Stream* s = stream_of(nullptr)) s->wait_idle();
 }
 
 bool capturing(Stream* s) {
@@ -519,13 +539,21 @@ CUresult sim_cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
 
 // ----------------------------------------------------------------------------- streams
 
-CUresult sim_cuStreamCreate(CUstream* out, unsigned flags) {
-  TETHER_SIM_ENTER(cuStreamCreate);
+CUresult create_stream(CUstream* out, unsigned flags, int priority) {
   if (!out || (flags & ~unsigned{CU_STREAM_NON_BLOCKING})) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = need_ctx()) return r;
   { std::lock_guard gate(memory_gate()); }  // waits behind a cuMemFree blocked by a host callback
-  *out = reinterpret_cast<CUstream>(make_stream(current_ctx(), flags));
+  *out = reinterpret_cast<CUstream>(make_stream(current_ctx(), flags, priority));
   return CUDA_SUCCESS;
+}
+CUresult sim_cuStreamCreate(CUstream* out, unsigned flags) {
+  TETHER_SIM_ENTER(cuStreamCreate);
+  return create_stream(out, flags, 0);
+}
+CUresult sim_cuStreamCreateWithPriority(CUstream* out, unsigned flags, int priority) {
+  TETHER_SIM_ENTER(cuStreamCreateWithPriority);
+  // Out-of-range priorities are clamped, not refused (launch_attr_probe prio/stream_create).
+  return create_stream(out, flags, clamp_priority(priority));
 }
 CUresult sim_cuStreamDestroy(CUstream h) {
   TETHER_SIM_ENTER(cuStreamDestroy);
@@ -623,6 +651,9 @@ CUresult sim_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
   if (CUresult r = make_kernel_params(in, k)) return r;
   Stream* s = stream_of(h);
   if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  // A captured launch's node carries the stream's priority as its priority attribute
+  // (launch_attr_probe prio/captured_launch); an uncaptured launch runs at the stream's anyway.
+  k.attrs.priority = k.attrs.priority_requested = s->priority;
   return enqueue(
       s, "cuLaunchKernel", CU_GRAPH_NODE_TYPE_KERNEL, [&] { return Params{k}; }, [k] { run_kernel(k); });
 }
@@ -959,6 +990,7 @@ void fill_stream(tether::detail::DriverTable& t) {
   t.set<Entry::cuMemFreeAsync>(&sim_cuMemFreeAsync);
   t.set<Entry::cuThreadExchangeStreamCaptureMode>(&sim_cuThreadExchangeStreamCaptureMode);
   t.set<Entry::cuStreamCreate>(&sim_cuStreamCreate);
+  t.set<Entry::cuStreamCreateWithPriority>(&sim_cuStreamCreateWithPriority);
   t.set<Entry::cuStreamDestroy>(&sim_cuStreamDestroy);
   t.set<Entry::cuStreamSynchronize>(&sim_cuStreamSynchronize);
   t.set<Entry::cuStreamQuery>(&sim_cuStreamQuery);

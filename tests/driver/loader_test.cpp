@@ -31,7 +31,7 @@ DriverUnavailable load_failure(const char* path) {
     return e;
   }
   FAIL("load_cuda_driver succeeded but was expected to fail");
-  return DriverUnavailable(Unavailable::not_built, "unreachable");
+  return DriverUnavailable(Unavailable::missing_library, "unreachable");
 }
 
 bool contains(std::string_view hay, std::string_view needle) { return hay.find(needle) != std::string_view::npos; }

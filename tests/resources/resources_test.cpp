@@ -516,6 +516,85 @@ TEST_CASE_FIXTURE(Env, "getting a kernel the module lacks throws DriverError nam
   }
 }
 
+namespace {
+
+// What Module::kernel<Args...>(name) throws as a UsageError ("" and a failed check if nothing).
+template <class... Args>
+std::string kernel_usage_error(const tether::Module& m, std::string_view name) {
+  try {
+    (void)m.kernel<Args...>(name);
+  } catch (const tether::UsageError& e) {
+    return e.what();
+  }
+  FAIL_CHECK("Module::kernel did not throw UsageError");
+  return {};
+}
+
+// A kernel whose twin the simulator-only case below registers with another signature than the
+// device code's (int*, int).
+constexpr std::string_view twin_mismatch_ptx = R"PTX(
+.version 7.0
+.target sm_52
+.address_size 64
+
+.visible .entry tether_resources_pair(
+  .param .u64 tether_resources_pair_p,
+  .param .u32 tether_resources_pair_v)
+{
+  ret;
+}
+)PTX";
+
+}  // namespace
+
+TEST_CASE_FIXTURE(Env, "Module::kernel refuses a declaration with fewer or more parameters than the compiled kernel "
+                       "takes, naming the kernel and both counts") {
+  tether::Module m = load();
+  std::string fewer = kernel_usage_error<int*, int>(m, "tether_resources_fill");
+  CHECK(fewer == "Module::kernel(\"tether_resources_fill\"): Kernel<int *, int> declares 2 parameters but the "
+                 "compiled kernel takes 3");
+  std::string more = kernel_usage_error<int*, int, int, int>(m, "tether_resources_fill");
+  CHECK(more == "Module::kernel(\"tether_resources_fill\"): Kernel<int *, int, int, int> declares 4 parameters but "
+                "the compiled kernel takes 3");
+  std::string none = kernel_usage_error<>(m, "tether_resources_fill");
+  CHECK(none == "Module::kernel(\"tether_resources_fill\"): Kernel<> declares 0 parameters but the compiled kernel "
+                "takes 3");
+}
+
+TEST_CASE_FIXTURE(Env, "Module::kernel refuses a declaration whose parameter size differs from the compiled kernel's, "
+                       "naming the first such parameter, its declared type and both sizes") {
+  tether::Module m = load();
+  std::string what = kernel_usage_error<int*, int, double>(m, "tether_resources_fill");
+  CHECK(what == "Module::kernel(\"tether_resources_fill\"): parameter 2 is declared as 'double' (8 bytes) but the "
+                "compiled kernel's parameter 2 takes 4 bytes");
+  what = kernel_usage_error<int*, char, long long>(m, "tether_resources_fill");
+  CHECK(what == "Module::kernel(\"tether_resources_fill\"): parameter 1 is declared as 'char' (1 byte) but the "
+                "compiled kernel's parameter 1 takes 4 bytes");
+}
+
+TEST_CASE_FIXTURE(Env, "Module::kernel accepts the compiled kernel's own signature, and one of the same sizes, which "
+                       "it cannot tell apart") {
+  tether::Module m = load();
+  FillKernel k = m.kernel<int*, int, int>("tether_resources_fill");
+  CHECK(k.function() != nullptr);
+  tether::Kernel<float*, float, unsigned> same_sizes = m.kernel<float*, float, unsigned>("tether_resources_fill");
+  CHECK(same_sizes.function() == k.function());
+}
+
+TEST_CASE_FIXTURE(Env, "on the simulator Module::kernel checks the declaration against the twin's registered "
+                       "parameters, so a twin registered with another signature is reported") {
+  if (!sim) return;
+  tether::sim::register_kernel<int*, long long>("tether_resources_pair",
+                                                [](const tether::sim::LaunchInfo&, int*, long long) {});
+  tether::Module m = ctx.load_module(tether::Image::from_ptx(twin_mismatch_ptx));
+  std::string what = kernel_usage_error<int*, int>(m, "tether_resources_pair");
+  CHECK(what == "Module::kernel(\"tether_resources_pair\"): parameter 1 is declared as 'int' (4 bytes) but the "
+                "compiled kernel's parameter 1 takes 8 bytes");
+  tether::sim::register_kernel<int*, int>("tether_resources_pair", [](const tether::sim::LaunchInfo&, int*, int) {});
+  CHECK(m.kernel<int*, int>("tether_resources_pair").name() == "tether_resources_pair");
+  tether::sim::unregister_kernel("tether_resources_pair");
+}
+
 // ======================================================================================= buffers
 
 TEST_CASE_FIXTURE(Env, "a device buffer round-trips its contents through copy_from, copy_to and fill_bytes") {

@@ -15,6 +15,15 @@
 
 namespace tether_test {
 
+/// The 24-byte struct parameter of the kernel param_struct (kernels.cu declares the same).
+struct Param24 {
+  double a;
+  int b;
+  float c;
+  long long d;
+};
+static_assert(sizeof(Param24) == 24 && alignof(Param24) == 8);
+
 inline void register_test_twins() {
   using tether::sim::LaunchInfo;
   tether::sim::register_kernel<float*, float, int>("fill", [](const LaunchInfo& l, float* x, float v, int n) {
@@ -38,6 +47,36 @@ inline void register_test_twins() {
   tether::sim::register_kernel<unsigned long long>("spin", [](const LaunchInfo&, unsigned long long ns) {
     std::this_thread::sleep_for(std::chrono::nanoseconds(ns));
   });
+  // Launch attributes (docs/launch-attributes.md): the twins report what the simulator tells them
+  // about the launch, as the kernels report what the hardware gave them.
+  tether::sim::register_kernel<int*, int>("dyn_smem", [](const LaunchInfo& l, int* result, int n) {
+    // The dynamic shared memory the launch has; reading past it is what the kernel's check catches.
+    std::size_t have = l.shared_mem_bytes / sizeof(float);
+    int bad = n > 0 && static_cast<std::size_t>(n) > have ? n - static_cast<int>(have) : 0;
+    result[0] += bad * static_cast<int>(l.grid[0] * l.grid[1] * l.grid[2]);
+    result[1] = n;
+  });
+  tether::sim::register_kernel<unsigned*>("cluster_dims", [](const LaunchInfo& l, unsigned* out) {
+    out[0] = l.cluster[0];
+    out[1] = l.cluster[1];
+    out[2] = l.cluster[2];
+    out[3] = l.cluster[0] * l.cluster[1] * l.cluster[2];
+    out[4] += l.grid[0] * l.grid[1] * l.grid[2];
+  });
+  tether::sim::register_kernel<int*, int*>("coop_sync", [](const LaunchInfo& l, int* counter, int* out) {
+    if (!l.cooperative) {
+      out[1] = -1;  // the grid cannot synchronise outside a cooperative launch
+      return;
+    }
+    *counter += static_cast<int>(l.grid[0] * l.grid[1] * l.grid[2]);
+    out[0] = *counter;
+    out[1] = 1;
+  });
+  tether::sim::register_kernel<double, char, long long>("param_mix", [](const LaunchInfo&, double, char, long long) {});
+  tether::sim::register_kernel<Param24>("param_struct", [](const LaunchInfo&, Param24) {});
+  tether::sim::register_kernel<char, short, int, char, double>("param_align",
+                                                               [](const LaunchInfo&, char, short, int, char, double) {});
+  tether::sim::register_kernel<>("no_params", [](const LaunchInfo&) {});
 }
 
 /// The test module of `ctx` (loaded once per process per context).
