@@ -93,8 +93,10 @@ void throw_exec_attributes(std::string_view what, unsigned attributes) {
                                                                       : "access_policy";
   throw UsageError(fmt::format("{}: the Launch sets {}, a node attribute, which an executable cannot change per node "
                                "(the driver has no call for it; only dimensions, dynamic shared memory and arguments "
-                               "are updatable): change it with Edit::update in the graph and update the executable "
-                               "from the graph (GraphExec::update(graph)), or instantiate again",
+                               "are updatable): change it with Edit::update in the graph, then update the executable "
+                               "from the graph (GraphExec::update(graph) takes changed clusters, scheduling, memory "
+                               "sync domains and access policies) or instantiate again (a changed cooperative, or "
+                               "priority under use_node_priority, needs a new executable)",
                                what, name));
 }
 

@@ -26,7 +26,130 @@ unsigned shared_bytes(const DslFixture& f, CUgraphNode n) {
   return p.sharedMemBytes;
 }
 
+template <class T>
+SharedBuffer<T> zeros(Context& ctx, std::size_t n) {
+  SharedBuffer<T> b = ctx.alloc<T>(n).share();
+  std::vector<T> h(n, T{});
+  b.copy_from(h);
+  return b;
+}
+template <class T>
+std::vector<T> host(const SharedBuffer<T>& b) {
+  std::vector<T> h(b.size());
+  b.copy_to(h);
+  return h;
+}
+
+// The attribute kernels (tests/kernels/kernels.cu): each reports what its launch gave it.
+struct AttrKernels {
+  Kernel<int*, int> dyn_smem;
+  Kernel<unsigned*> cluster_dims;
+  Kernel<int*, int*> coop_sync;
+  explicit AttrKernels(const Context& ctx)
+      : dyn_smem(test_module(ctx).kernel<int*, int>("dyn_smem")),
+        cluster_dims(test_module(ctx).kernel<unsigned*>("cluster_dims")),
+        coop_sync(test_module(ctx).kernel<int*, int*>("coop_sync")) {}
+};
+
 }  // namespace
+
+TEST_CASE_FIXTURE(DslFixture, "Launch::shared_memory: a kernel node gets the dynamic shared memory it asks for, beyond "
+                              "48 KiB too, and the kernel can use all of it") {
+  AttrKernels ak(ctx);
+  for (std::size_t floats : {std::size_t{1024}, std::size_t{25000}, std::size_t{50000}}) {
+    CAPTURE(floats);
+    SharedBuffer<int> result = zeros<int>(ctx, 2);
+    Graph g{ctx};
+    g.edit([&](Edit& e) {
+      e.launch(ak.dyn_smem, Launch{Grid{2}, Block{256}}.shared_memory(floats * sizeof(float)), result,
+               static_cast<int>(floats));
+    });
+    run(g);
+    CHECK(host(result) == std::vector<int>{0, static_cast<int>(floats)});
+  }
+}
+
+TEST_CASE_FIXTURE(DslFixture, "Launch::cluster: the kernel runs in clusters of the given shape, and an executable "
+                              "update to a grid the cluster does not divide is refused, keeping the last version") {
+  AttrKernels ak(ctx);
+  SharedBuffer<unsigned> out = zeros<unsigned>(ctx, 5), other = zeros<unsigned>(ctx, 5);
+  Graph g{ctx};
+  Node<KernelNode<unsigned*>> n;
+  g.edit([&](Edit& e) { n = e.launch(ak.cluster_dims, Launch{Grid{8}, Block{32}}.cluster(Cluster{2}), out); });
+  GraphExec exec = g.instantiate();
+  exec.launch(stream);
+  stream.synchronize();
+  CHECK(host(out) == std::vector<unsigned>{2, 1, 1, 2, 8});
+  CHECK_THROWS_WITH_AS(exec.update(n, Launch{Grid{7}, Block{32}}, other), doctest::Contains("cuGraphExecNodeSetParams"),
+                       DriverError);
+  exec.launch(stream);
+  stream.synchronize();
+  CHECK(host(out)[4] == 16u);
+  CHECK(host(other)[4] == 0u);
+}
+
+TEST_CASE_FIXTURE(DslFixture, "Launch::cooperative: a cooperative node's grid can synchronise, one without cannot, and "
+                              "a grid too large to be co-resident is refused when the node is made") {
+  AttrKernels ak(ctx);
+  SharedBuffer<int> counter = zeros<int>(ctx, 1), out = zeros<int>(ctx, 2);
+  SharedBuffer<int> counter2 = zeros<int>(ctx, 1), out2 = zeros<int>(ctx, 2);
+  Graph g{ctx};
+  g.edit([&](Edit& e) {
+    e.launch(ak.coop_sync, Launch{Grid{4}, Block{64}}.cooperative(), counter, out);
+    e.launch(ak.coop_sync, Launch{Grid{4}, Block{64}}, counter2, out2);
+  });
+  run(g);
+  CHECK(host(out) == std::vector<int>{4, 1});
+  CHECK(host(out2)[1] == -1);
+  Graph big{ctx};
+  CHECK_THROWS_WITH_AS(
+      big.edit([&](Edit& e) { e.launch(ak.coop_sync, Launch{Grid{100000}, Block{1024}}.cooperative(), counter, out); }),
+      doctest::Contains("CU_LAUNCH_ATTRIBUTE_COOPERATIVE (Launch::cooperative)"), DriverError);
+  CHECK(big.node_count() == 0);
+}
+
+TEST_CASE_FIXTURE(DslFixture, "Launch: every attribute setter reaches the kernel node (read back) and the graph runs, "
+                              "and preferred_cluster, which the H200 refuses, is refused naming it") {
+  struct Case {
+    const char* name;
+    Launch launch;
+    CUlaunchAttributeID id;
+    std::function<bool(const CUlaunchAttributeValue&)> holds;
+  };
+  SharedBuffer<float> x = buffer(8, 1.0f);
+  const Launch base{Grid{2}, Block{4}};
+  const std::vector<Case> cases{
+      {"cooperative", Launch(base).cooperative(), CU_LAUNCH_ATTRIBUTE_COOPERATIVE,
+       [](const CUlaunchAttributeValue& v) { return v.cooperative == 1; }},
+      {"cluster", Launch(base).cluster(Cluster{2}), CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
+       [](const CUlaunchAttributeValue& v) { return v.clusterDim.x == 2 && v.clusterDim.y == 1; }},
+      {"cluster_scheduling", Launch(base).cluster_scheduling(ClusterScheduling::spread),
+       CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE,
+       [](const CUlaunchAttributeValue& v) { return v.clusterSchedulingPolicyPreference == CU_CLUSTER_SCHEDULING_POLICY_SPREAD; }},
+      {"priority", Launch(base).priority(-3), CU_LAUNCH_ATTRIBUTE_PRIORITY,
+       [](const CUlaunchAttributeValue& v) { return v.priority == -3; }},
+      {"mem_sync_domain", Launch(base).mem_sync_domain(CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE), CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN,
+       [](const CUlaunchAttributeValue& v) { return v.memSyncDomain == CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE; }},
+      {"access_policy", Launch(base).access_policy(AccessPolicy{x.data(), 32, 0.5f}), CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW,
+       [&](const CUlaunchAttributeValue& v) { return v.accessPolicyWindow.base_ptr == x.data() && v.accessPolicyWindow.num_bytes == 32; }},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.name);
+    Graph g{ctx};
+    Node<KernelNode<float*, float, int>> n;
+    g.edit([&](Edit& e) { n = e.launch(k.scale, c.launch, x, 1.0f, 8); });
+    CHECK(c.holds(attribute(*this, n.get(), c.id)));
+    InstantiateOptions o;
+    o.use_node_priority = true;
+    GraphExec exec = g.instantiate(o);
+    exec.launch(stream);
+    stream.synchronize();
+  }
+  Graph g{ctx};
+  CHECK_THROWS_WITH_AS(g.edit([&](Edit& e) { e.launch(k.scale, Launch(base).cluster(Cluster{2}).preferred_cluster(Cluster{4}), x, 1.0f, 8); }),
+                       doctest::Contains("CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION"), DriverError);
+  CHECK(g.node_count() == 0);
+}
 
 TEST_CASE_FIXTURE(DslFixture, "Launch: dynamic shared memory beyond 48 KiB raises the kernel's limit once per size, and "
                               "the node runs with it") {
@@ -73,11 +196,11 @@ TEST_CASE_FIXTURE(DslFixture, "Launch: the attributes it sets are on the kernel 
   SharedBuffer<float> x = buffer(8, 1.0f);
   Graph g{ctx};
   Node<KernelNode<float*, float, int>> n;
-  g.edit([&](Edit& e) { n = e.launch(k.scale, Launch{Grid{2}, Block{4}}.priority(1).cluster(Cluster{2}), x, 2.0f, 8); });
-  CHECK(attribute(*this, n.get(), CU_LAUNCH_ATTRIBUTE_PRIORITY).priority == 1);
+  g.edit([&](Edit& e) { n = e.launch(k.scale, Launch{Grid{2}, Block{4}}.priority(-1).cluster(Cluster{2}), x, 2.0f, 8); });
+  CHECK(attribute(*this, n.get(), CU_LAUNCH_ATTRIBUTE_PRIORITY).priority == -1);
   CHECK(attribute(*this, n.get(), CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION).clusterDim.x == 2);
-  g.edit([&](Edit& e) { e.update(n, Launch{Grid{2}, Block{4}}.priority(3), x, 3.0f, 8); });
-  CHECK(attribute(*this, n.get(), CU_LAUNCH_ATTRIBUTE_PRIORITY).priority == 3);
+  g.edit([&](Edit& e) { e.update(n, Launch{Grid{2}, Block{4}}.priority(-3), x, 3.0f, 8); });
+  CHECK(attribute(*this, n.get(), CU_LAUNCH_ATTRIBUTE_PRIORITY).priority == -3);
   CHECK(attribute(*this, n.get(), CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION).clusterDim.x == 2);  // kept
   run(g);
   CHECK(read(x) == std::vector<float>(8, 3.0f));
@@ -87,13 +210,13 @@ TEST_CASE_FIXTURE(DslFixture, "Launch: a rolled-back update restores the attribu
   SharedBuffer<float> x = buffer(4, 1.0f);
   Graph g{ctx};
   Node<KernelNode<float*, float, int>> n;
-  g.edit([&](Edit& e) { n = e.launch(k.scale, Launch{Grid{1}, Block{4}}.priority(2).shared_memory(512), x, 2.0f, 4); });
+  g.edit([&](Edit& e) { n = e.launch(k.scale, Launch{Grid{1}, Block{4}}.priority(-2).shared_memory(512), x, 2.0f, 4); });
   {
     Edit e = g.edit();
-    e.update(n, Launch{Grid{1}, Block{4}}.priority(7).shared_memory(2048), x, 5.0f, 4);
-    CHECK(attribute(*this, n.get(), CU_LAUNCH_ATTRIBUTE_PRIORITY).priority == 7);
+    e.update(n, Launch{Grid{1}, Block{4}}.priority(-4).shared_memory(2048), x, 5.0f, 4);
+    CHECK(attribute(*this, n.get(), CU_LAUNCH_ATTRIBUTE_PRIORITY).priority == -4);
   }  // rolled back
-  CHECK(attribute(*this, n.get(), CU_LAUNCH_ATTRIBUTE_PRIORITY).priority == 2);
+  CHECK(attribute(*this, n.get(), CU_LAUNCH_ATTRIBUTE_PRIORITY).priority == -2);
   CHECK(shared_bytes(*this, n.get()) == 512u);
   run(g);
   CHECK(read(x) == std::vector<float>(4, 2.0f));
