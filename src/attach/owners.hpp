@@ -38,9 +38,6 @@ class NodeAttachment : public Reclaimable {
     for (const NodeAttachment* b = this; b; b = b->next_group_) n += b->count_;
     return n;
   }
-  /// The first owner of this group (its type is known to whoever made the group: a kernel node's
-  /// version starts with its Kernel).
-  virtual const void* first_owner() const noexcept = 0;
   /// Releases this group and the rest of its bundle (what the reclaimer calls).
   void reclaim() noexcept final;
   /// Destroys `first` and every group after it, in chain order (the most recently added first).
@@ -161,7 +158,6 @@ class Owners {
       count_ = sizeof...(T);
     }
     void destroy_group() noexcept override { delete this; }
-    const void* first_owner() const noexcept override { return &std::get<0>(values); }
     std::tuple<T...> values;
   };
   detail::NodeAttachment* head_ = nullptr;
@@ -174,8 +170,8 @@ namespace tether::detail {
 /// Hands a bundle's groups over (to become an attachment, or to the reclaimer) and back.
 struct OwnersAccess {
   static NodeAttachment* release(Owners& o) noexcept { return std::exchange(o.head_, nullptr); }
-  /// Links `more`'s groups right after `o`'s first group (no allocation): a version's first group
-  /// stays the one its descriptor made, so the version's first owner stays findable.
+  /// Links `more`'s groups right after `o`'s first group (no allocation): a version's extra owners
+  /// join it without displacing the group its descriptor made.
   static void merge_after_first(Owners& o, Owners&& more) noexcept {
     if (!more.head_) return;
     if (!o.head_) {

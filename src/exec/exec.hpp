@@ -216,13 +216,11 @@ void GraphExec::do_update(Owners* extra, const Node<KernelNode<P...>>& node, con
   static_assert(detail::KernelArgsCheck<std::tuple<P...>, A&&...>::ok);
   live("GraphExec::update");
   if (launch.attributes()) detail::throw_exec_attributes("GraphExec::update", launch.attributes());
-  // Built under the lock (the kernel comes from the graph's version of the node); the arguments
-  // are only copied there, so a refusal before leaves them with the caller.
+  // Built under the lock, once the node is known to be alive (its versions keep the kernel); the
+  // arguments are only copied there, so a refusal before leaves them with the caller.
   node_update(detail::NodeAccess::ref(node), "the kernel node to update", extra, [&](detail::NodeRecord* r) {
-    // The kernel is the one the node runs: the graph's version of the node keeps it.
-    detail::KernelDesc<P...> d(table(), "GraphExec::update",
-                               detail::kernel_of<P...>(detail::kernel_version(*r, "GraphExec::update")), launch,
-                               std::forward<A>(args)...);
+    (void)r;
+    detail::KernelDesc<P...> d(table(), "GraphExec::update", detail::kernel_of(node), launch, std::forward<A>(args)...);
     set_node(r, d.params(), "updating a kernel node of an executable graph");
     return std::move(d.owners());
   });

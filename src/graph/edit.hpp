@@ -34,6 +34,7 @@ struct Site {
 std::span<NodeRecord* const> no_deps() noexcept;
 [[noreturn]] void throw_finished_edit();
 [[noreturn]] void throw_stale_inserter(std::string_view what);
+[[noreturn]] void throw_no_kernel();
 void check_not_body(const Box& box, const char* what);
 CUcontext context_handle(const Context& c) noexcept;
 Box* box_of(Transaction& tx, const BoxRef& ref, const char* what);
@@ -53,8 +54,14 @@ NodeRecord* add_conditional(Transaction& tx, Box& box, std::span<NodeRecord* con
 CUgraphConditionalHandle make_conditional_handle(Transaction& tx, Box& box, CUcontext ctx, unsigned default_value,
                                                  bool assign_default);
 
-/// A kernel node's current version (its Kernel is the update's): throws UsageError if it has none.
-const NodeAttachment& kernel_version(const NodeRecord& r, std::string_view what);
+/// The kernel a checked kernel node runs (its versions keep it), as a new reference. Throws
+/// UsageError for a handle that carries none (not made by tether).
+template <class... P>
+Kernel<P...> kernel_of(const Node<KernelNode<P...>>& node) {
+  const KernelInfo* info = NodeAccess::extra(node).kernel;
+  if (!info) throw_no_kernel();
+  return KernelAccess::from<P...>(*info);
+}
 
 }  // namespace tether::detail
 
@@ -85,7 +92,8 @@ class Builder {
       r = add(s, d, [&](detail::Hierarchy&, detail::NodeRecord* rec) { d.set_attributes(drv, rec->node, "Edit::launch"); });
     else
       r = add(s, d);
-    return made<KernelNode<P...>>(s, r);
+    return detail::NodeAccess::make<KernelNode<P...>>(detail::NodeRef{s.tx->shared(), r, r->generation.load()},
+                                                      detail::NodeExtra<KernelNode<P...>>{detail::KernelAccess::info(k)});
   }
   /// Shorthand for `launch(k, Launch{grid, block}, args...)`.
   template <class... P, class... A>
@@ -541,9 +549,8 @@ void BasicEdit<InBody>::do_update(Owners* extra, const Node<KernelNode<P...>>& n
   detail::Transaction* t = tx("Edit::update");
   detail::NodeRecord* rec = t->check_node(detail::NodeAccess::ref(node), "the kernel node to update");
   const detail::DriverTable& drv = *t->hierarchy().drv;
-  // The kernel is the one the node already runs: its current version keeps it.
-  detail::KernelDesc<P...> d(drv, "Edit::update", detail::kernel_of<P...>(detail::kernel_version(*rec, "Edit::update")),
-                             launch, std::forward<A>(args)...);
+  // The kernel is the one the node already runs: its versions keep it (the node was checked).
+  detail::KernelDesc<P...> d(drv, "Edit::update", detail::kernel_of(node), launch, std::forward<A>(args)...);
   detail::Undo undo = d.save(drv, rec->node, t->arena());
   commit_version(t, rec, d, extra, undo, [&] {
     CUlaunchAttributeID failed{};

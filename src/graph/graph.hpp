@@ -203,7 +203,7 @@ class Graph {
   /// Throws UsageError if `node` is not from this clone's source or no longer valid.
   template <class K>
   Node<K> find(const Node<K>& node) const {
-    return detail::NodeAccess::make<K>(find_ref(detail::NodeAccess::ref(node)));
+    return detail::NodeAccess::make<K>(find_ref(detail::NodeAccess::ref(node)), detail::NodeAccess::extra(node));
   }
 
   /// An executable graph made from this graph's current versions (cuGraphInstantiateWithFlags,

@@ -32,15 +32,31 @@ class Node;
 }  // namespace tether
 
 namespace tether::detail {
+// What a typed handle carries besides the node: a kernel node's handle points at its kernel's
+// record without owning it, so that an update (which names no kernel) can take a reference to it
+// without reading the node's version (a cache miss per update). Valid while the node is (its
+// versions own the kernel), which every update checks first.
+template <class K>
+struct NodeExtra {};
+template <class... P>
+struct NodeExtra<KernelNode<P...>> {
+  const KernelInfo* kernel = nullptr;
+};
+
 struct NodeAccess {
   template <class K>
   static const NodeRef& ref(const Node<K>& n) noexcept {
     return n.ref_;
   }
   template <class K>
-  static Node<K> make(NodeRef r) noexcept {
+  static const NodeExtra<K>& extra(const Node<K>& n) noexcept {
+    return n.extra_;
+  }
+  template <class K>
+  static Node<K> make(NodeRef r, NodeExtra<K> extra = {}) noexcept {
     Node<K> n;
     n.ref_ = std::move(r);
+    n.extra_ = extra;
     return n;
   }
 };
@@ -91,6 +107,7 @@ class Node {
  private:
   friend struct detail::NodeAccess;
   detail::NodeRef ref_;
+  [[no_unique_address]] detail::NodeExtra<Kind> extra_;
 };
 
 }  // namespace tether

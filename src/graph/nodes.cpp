@@ -124,11 +124,8 @@ void raise_dynamic_shared(const DriverTable& drv, CUfunction f, std::string_view
   limit = bytes;
 }
 
-const NodeAttachment& kernel_version(const NodeRecord& r, std::string_view what) {
-  if (!r.current)
-    throw UsageError(fmt::format("{}: this kernel node has no version to take its kernel from (it was not made by tether)",
-                                 what));
-  return *r.current;
+void throw_no_kernel() {
+  throw UsageError("update: this kernel node handle carries no kernel (it was not made by Edit::launch)");
 }
 
 NodeRecord* embed(Transaction& tx, Box& box, std::span<NodeRecord* const> deps, Hierarchy& source, Owners&& owners,

@@ -141,7 +141,7 @@ std::shared_ptr<const detail::KernelInfo> Module::kernel_info(std::string_view n
     detail::ScopedContext scope(s);
     check_signature(*s.table, f, name, declared);
   }
-  return std::make_shared<const detail::KernelInfo>(detail::KernelInfo{*this, f, std::string(name), handle_->deleter().owner->context});
+  return std::make_shared<const detail::KernelInfo>(*this, f, std::string(name), handle_->deleter().owner->context);
 }
 
 }  // namespace tether

@@ -18,6 +18,7 @@ struct UnloadModule {
 using ModuleHandle = UniqueHandle<CUmodule, UnloadModule>;
 
 struct KernelInfo;
+struct KernelAccess;
 
 /// The name of type `T` as the compiler spells it ("double", "float *"), from
 /// `__PRETTY_FUNCTION__`, for messages about declared kernel parameters. A compile-time constant
@@ -144,7 +145,11 @@ namespace tether::detail {
 
 // One immutable record shared by every copy of a Kernel: one reference count per copy, and the
 // module reference that keeps the function's code loaded.
-struct KernelInfo {
+// Why shared_from_this: a kernel node's handle refers to its KernelInfo without owning it, and an
+// update, which names no kernel, takes a new reference from it (docs/dsl.md, "Updates").
+struct KernelInfo : std::enable_shared_from_this<KernelInfo> {
+  KernelInfo(Module m, CUfunction f, std::string n, CUcontext c)
+      : module(std::move(m)), function(f), name(std::move(n)), context(c) {}
   Module module;
   CUfunction function;
   std::string name;
@@ -194,12 +199,30 @@ class Kernel {
 
  private:
   friend class Module;
+  friend struct detail::KernelAccess;
   explicit Kernel(std::shared_ptr<const detail::KernelInfo> info) noexcept : info_(std::move(info)) {}
 
   std::shared_ptr<const detail::KernelInfo> info_;
 };
 
 }  // namespace tether
+
+namespace tether::detail {
+
+/// The record behind a Kernel, and a Kernel again from it (a new reference).
+struct KernelAccess {
+  template <class... P>
+  static const KernelInfo* info(const Kernel<P...>& k) noexcept {
+    return k.info_.get();
+  }
+  /// `info` must be alive (some Kernel holds it). Throws std::bad_weak_ptr otherwise.
+  template <class... P>
+  static Kernel<P...> from(const KernelInfo& info) {
+    return Kernel<P...>(info.shared_from_this());
+  }
+};
+
+}  // namespace tether::detail
 
 // Why outside the export block: an out-of-line member definition is a redeclaration of an entity
 // the class already exports, and cannot itself be exported.

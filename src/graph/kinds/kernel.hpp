@@ -81,7 +81,7 @@ struct KernelSaved {
   void* args[n ? n : 1];
   alignas(16) std::byte values[bytes];
   unsigned nattrs;
-  LaunchAttr attrs[7];
+  LaunchAttr* attrs;  // nattrs of them, in the arena too (none for most updates)
 
   static CUresult restore(const DriverTable& drv, CUgraphNode node, const void* self) noexcept {
     const auto* s = static_cast<const KernelSaved*>(self);
@@ -150,6 +150,8 @@ class KernelDesc : public DescBase {
     s->params.extra = nullptr;
     LaunchAttr now[7];
     s->nattrs = static_cast<unsigned>(launch_attrs(launch_, now));
+    s->attrs = s->nattrs ? static_cast<LaunchAttr*>(arena.allocate(sizeof(LaunchAttr) * s->nattrs, alignof(LaunchAttr)))
+                         : nullptr;
     for (unsigned i = 0; i < s->nattrs; ++i) {
       s->attrs[i].id = now[i].id;
       call<Entry::cuGraphKernelNodeGetAttribute>(drv, "reading a kernel node's attribute", node, now[i].id,
@@ -186,12 +188,5 @@ class KernelDesc : public DescBase {
   void* ptrs_[sizeof...(P) ? sizeof...(P) : 1];
   Launch launch_;
 };
-
-/// The Kernel a kernel node's version keeps (the first owner of its first group, where every
-/// kernel descriptor puts it): how an update, which names no kernel, keeps the module alive.
-template <class... P>
-const Kernel<P...>& kernel_of(const NodeAttachment& version) noexcept {
-  return *static_cast<const Kernel<P...>*>(version.first_owner());
-}
 
 }  // namespace tether::detail
