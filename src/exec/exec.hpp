@@ -220,7 +220,8 @@ void GraphExec::do_update(Owners* extra, const Node<KernelNode<P...>>& node, con
   // arguments are only copied there, so a refusal before leaves them with the caller.
   node_update(detail::NodeAccess::ref(node), "the kernel node to update", extra, [&](detail::NodeRecord* r) {
     (void)r;
-    detail::KernelDesc<P...> d(table(), "GraphExec::update", detail::kernel_of(node), launch, std::forward<A>(args)...);
+    std::shared_ptr<const detail::KernelInfo> kernel = detail::kernel_of(node);
+    detail::KernelDesc<P...> d(table(), "GraphExec::update", *kernel, std::move(kernel), launch, std::forward<A>(args)...);
     set_node(r, d.params(), "updating a kernel node of an executable graph");
     return std::move(d.owners());
   });

@@ -54,13 +54,13 @@ NodeRecord* add_conditional(Transaction& tx, Box& box, std::span<NodeRecord* con
 CUgraphConditionalHandle make_conditional_handle(Transaction& tx, Box& box, CUcontext ctx, unsigned default_value,
                                                  bool assign_default);
 
-/// The kernel a checked kernel node runs (its versions keep it), as a new reference. Throws
-/// UsageError for a handle that carries none (not made by tether).
+/// The kernel a checked kernel node runs (its versions keep it), as a new reference to its record
+/// (what an update's version keeps). Throws UsageError for a handle that carries none.
 template <class... P>
-Kernel<P...> kernel_of(const Node<KernelNode<P...>>& node) {
+std::shared_ptr<const KernelInfo> kernel_of(const Node<KernelNode<P...>>& node) {
   const KernelInfo* info = NodeAccess::extra(node).kernel;
   if (!info) throw_no_kernel();
-  return KernelAccess::from<P...>(*info);
+  return info->shared_from_this();
 }
 
 }  // namespace tether::detail
@@ -86,7 +86,7 @@ class Builder {
     static_assert(detail::KernelArgsCheck<std::tuple<P...>, A&&...>::ok);
     detail::Site s = site("Edit::launch");
     const detail::DriverTable& drv = *s.tx->hierarchy().drv;
-    detail::KernelDesc<P...> d(drv, "Edit::launch", k, launch, std::forward<A>(args)...);
+    detail::KernelDesc<P...> d(drv, "Edit::launch", *detail::KernelAccess::info(k), k, launch, std::forward<A>(args)...);
     detail::NodeRecord* r;
     if (d.has_attributes())
       r = add(s, d, [&](detail::Hierarchy&, detail::NodeRecord* rec) { d.set_attributes(drv, rec->node, "Edit::launch"); });
@@ -550,7 +550,8 @@ void BasicEdit<InBody>::do_update(Owners* extra, const Node<KernelNode<P...>>& n
   detail::NodeRecord* rec = t->check_node(detail::NodeAccess::ref(node), "the kernel node to update");
   const detail::DriverTable& drv = *t->hierarchy().drv;
   // The kernel is the one the node already runs: its versions keep it (the node was checked).
-  detail::KernelDesc<P...> d(drv, "Edit::update", detail::kernel_of(node), launch, std::forward<A>(args)...);
+  std::shared_ptr<const detail::KernelInfo> kernel = detail::kernel_of(node);
+  detail::KernelDesc<P...> d(drv, "Edit::update", *kernel, std::move(kernel), launch, std::forward<A>(args)...);
   detail::Undo undo = d.save(drv, rec->node, t->arena());
   commit_version(t, rec, d, extra, undo, [&] {
     CUlaunchAttributeID failed{};

@@ -209,16 +209,11 @@ class Kernel {
 
 namespace tether::detail {
 
-/// The record behind a Kernel, and a Kernel again from it (a new reference).
+/// The record behind a Kernel (which a kernel node's handle points at without owning it).
 struct KernelAccess {
   template <class... P>
   static const KernelInfo* info(const Kernel<P...>& k) noexcept {
     return k.info_.get();
-  }
-  /// `info` must be alive (some Kernel holds it). Throws std::bad_weak_ptr otherwise.
-  template <class... P>
-  static Kernel<P...> from(const KernelInfo& info) {
-    return Kernel<P...>(info.shared_from_this());
   }
 };
 

@@ -99,17 +99,20 @@ class KernelDesc : public DescBase {
  public:
   static constexpr const char* noun = "a kernel node";
 
-  template <class... A>
-  KernelDesc(const DriverTable& drv, std::string_view what, const Kernel<P...>& k, const Launch& l, A&&... args)
+  /// `kernel` is what the version keeps of the kernel: a Kernel (a launch copies it) or the
+  /// kernel's record itself (an update moves in the reference it took: no second count).
+  template <class K, class... A>
+  KernelDesc(const DriverTable& drv, std::string_view what, const KernelInfo& info, K&& kernel, const Launch& l,
+             A&&... args)
       : DescBase(CU_GRAPH_NODE_TYPE_KERNEL), checked_(check(what, l, args...)), values_{kernel_value<P>(args)...},
         launch_(l) {
-    if (l.shared_memory_bytes() > 48u * 1024u) raise_dynamic_shared(drv, k.function(), k.name(), l.shared_memory_bytes(), what);
+    if (l.shared_memory_bytes() > 48u * 1024u) raise_dynamic_shared(drv, info.function, info.name, l.shared_memory_bytes(), what);
     std::apply([&](auto&... v) {
       std::size_t i = 0;
       ((ptrs_[i++] = static_cast<void*>(&v)), ...);
     }, values_);
     CUDA_KERNEL_NODE_PARAMS_v3& p = params_.kernel;
-    p.func = k.function();
+    p.func = info.function;
     p.gridDimX = l.grid().x;
     p.gridDimY = l.grid().y;
     p.gridDimZ = l.grid().z;
@@ -118,8 +121,8 @@ class KernelDesc : public DescBase {
     p.blockDimZ = l.block().z;
     p.sharedMemBytes = static_cast<unsigned>(l.shared_memory_bytes());
     p.kernelParams = sizeof...(P) ? ptrs_ : nullptr;
-    p.ctx = k.context_handle();
-    owners_.owners = owners_of(std::tuple_cat(kernel_ref<P>(std::forward<A>(args))...), k);
+    p.ctx = info.context;
+    owners_.owners = owners_of(std::tuple_cat(kernel_ref<P>(std::forward<A>(args))...), std::forward<K>(kernel));
   }
   KernelDesc(const KernelDesc&) = delete;
   KernelDesc& operator=(const KernelDesc&) = delete;
