@@ -58,7 +58,7 @@ std::size_t live_graphs() noexcept;
 
 /// Waits until everything whose last consumer is gone has been released, or `timeout` passes;
 /// returns whether it was. Unlike `wait_reclaimed`, it also waits for the user objects the driver
-/// releases later, on its own thread (DRIVER_FACTS 4g: up to a few hundred microseconds after the
+/// releases later, on its own thread (docs/design/driver-facts.md 4g: up to a few hundred microseconds after the
 /// last launch): it sends a sentinel through that same path (a one-node executable in `ctx`,
 /// launched on a stream of its own and destroyed) and returns once the sentinel and everything
 /// queued before it were released. Launches still in flight keep what they use. Runs in RELAXED

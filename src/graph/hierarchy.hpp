@@ -207,7 +207,8 @@ struct Hierarchy {
 /// (`copy_root`, a clone or an embedded copy), looking each node up with cuGraphNodeFindInClone and
 /// each nested child with cuGraphChildGraphNodeGetGraph. The new boxes go into `dst` below
 /// `dst_parent` (null: `copy_root` is dst's root box, already present). Nothing is published until
-/// every lookup succeeded: on failure the added boxes are removed again and DriverError propagates.
+/// every lookup succeeded: on failure the added boxes are removed again and the error propagates
+/// (DriverError from a lookup; UsageError for a source with conditional nodes, which CUDA cannot copy).
 /// `map` and `pairs` (either may be null) receive source record -> copy record. The caller holds
 /// both hierarchies' locks.
 using RecordPairs = std::vector<std::pair<const NodeRecord*, NodeRecord*>>;

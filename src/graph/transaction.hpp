@@ -89,6 +89,7 @@ class Transaction {
     Staged staged;
     Undo undo;  // updates
   };
+  static_assert(std::is_trivially_copyable_v<Op>, "the log grows by memcpy");
   void undo_one(Op& op) noexcept;
   void reserve_one();
   [[noreturn]] static void throw_wrong_thread(std::string_view what);

@@ -824,7 +824,7 @@ RefSet::~RefSet() {
 
 void post_deferred(std::function<void()> task) {
   // Why a minimum delay: the real driver ran deferred destructors 44-300 us after the call that
-  // dropped the reference (DRIVER_FACTS 4g, 5d), never before it returned; without the delay this
+  // dropped the reference (docs/design/driver-facts.md 4g, 5d), never before it returned; without the delay this
   // thread could win that race, and code relying on "not before return" would pass here only.
   // 1 ms keeps that true on a loaded machine under a sanitizer.
   constexpr auto min_latency = std::chrono::milliseconds(1);

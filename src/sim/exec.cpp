@@ -302,7 +302,7 @@ CUresult launch(Exec* e, Stream* s, bool upload_only) {
   }
   s->push([graph = std::move(graph), refs = std::move(refs), prev = std::move(prev), mine,
            auto_free = std::move(auto_free), options] {
-    // Launches of one executable run in order, even across streams (DRIVER_FACTS R4).
+    // Launches of one executable run in order, even across streams (docs/design/driver-facts.md R4).
     if (prev) prev->wait();
     for (std::uintptr_t p : auto_free) graph_unmap(p);
     {

@@ -95,7 +95,7 @@ void destroy_graph(Graph* g, Released& released) {
   for (Node* n : g->zombies) reg().nodes.erase(n), delete n;
   for (auto& [u, c] : g->refs) released.emplace_back(u, c);
   // Why the handles' state is kept: executables made from the graph (and their launches in flight)
-  // go on using it after the graph is destroyed, as on the real driver (DRIVER_FACTS 8b launches an
+  // go on using it after the graph is destroyed, as on the real driver (docs/design/driver-facts.md 8b launches an
   // executable whose graph is gone). It is only detached, so that no new node can use the handle.
   for (CUgraphConditionalHandle h : g->handles)
     if (CondHandle* c = cond_of(h)) c->graph = nullptr;
@@ -326,7 +326,7 @@ namespace {
 using Lock = std::lock_guard<std::recursive_mutex>;
 
 // Resolves a node handle for a parameter call; destroyed nodes are accepted like the real driver
-// does (DRIVER_FACTS 11w1, 11w2) but recorded as a violation.
+// does (docs/design/driver-facts.md 11w1, 11w2) but recorded as a violation.
 Node* param_node(CUgraphNode h, std::string_view entry) {
   Node* n = node_of(h);
   if (n && n->destroyed)

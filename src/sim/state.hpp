@@ -2,7 +2,7 @@
 // SPDX-FileCopyrightText: 2026 The tether authors
 //
 // Internal state of the simulated driver. Not part of the public API (not included by tether.hpp).
-// The model follows ../shared/design/DRIVER_FACTS.md; docs/simulator.md explains it.
+// The model follows docs/design/driver-facts.md; docs/simulator.md explains it.
 #pragma once
 
 #include <deque>
@@ -21,7 +21,7 @@ using tether::detail::Entry;
 using Clock = std::chrono::steady_clock;
 
 // The simulator's state is created once and never destroyed: user objects may be released and
-// streams may run during process exit, after static destructors (ARCHITECTURE.md §9).
+// streams may run during process exit, after static destructors (the release rule, docs/design/attachments.md).
 template <class T>
 T& immortal() {
   static T* p = new T();
@@ -120,7 +120,7 @@ UserObj* uo_of(CUuserObject o);
 
 // References held by an executable (or one launch of it). When the last holder drops the set,
 // the references are released: on the calling thread if the executable was never launched or
-// uploaded, otherwise later on the driver's own thread (DRIVER_FACTS 4a2, 4e, 4f, 5a-5e).
+// uploaded, otherwise later on the driver's own thread (docs/design/driver-facts.md 4a2, 4e, 4f, 5a-5e).
 struct RefEntry {
   UserObj* obj;
   std::uint32_t count;

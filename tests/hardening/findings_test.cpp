@@ -215,7 +215,9 @@ TEST_CASE_FIXTURE(DslFixture, "finding 13: ten thousand per-node executable upda
   // run yet (it runs on the driver's single callback thread, then on the reclaimer), independent
   // of the number of updates (3 000 here; before the fix every one of them stayed alive).
   CHECK(max_seen.load() <= launches.load() + 1);
-  CHECK(max_seen.load() < 300);
+  // Every launcher synchronised its stream, so every completion marker has run: the superseded
+  // versions go, whatever the number of updates (a peak that depends on timing is not asserted).
+  CHECK(eventually([&] { return exec.live_node_versions() <= 2; }));
   MESSAGE("peak live versions with 3 launcher threads, " << launches.load() << " launches and 3000 updates: "
                                                          << max_seen.load());
 }
