@@ -170,19 +170,6 @@ namespace tether::detail {
 /// Hands a bundle's groups over (to become an attachment, or to the reclaimer) and back.
 struct OwnersAccess {
   static NodeAttachment* release(Owners& o) noexcept { return std::exchange(o.head_, nullptr); }
-  /// Links `more`'s groups right after `o`'s first group (no allocation): a version's extra owners
-  /// join it without displacing the group its descriptor made.
-  static void merge_after_first(Owners& o, Owners&& more) noexcept {
-    if (!more.head_) return;
-    if (!o.head_) {
-      o.head_ = std::exchange(more.head_, nullptr);
-      return;
-    }
-    NodeAttachment* tail = more.head_;
-    while (tail->next_group_) tail = tail->next_group_;
-    tail->next_group_ = o.head_->next_group_;
-    o.head_->next_group_ = std::exchange(more.head_, nullptr);
-  }
 };
 
 }  // namespace tether::detail

@@ -401,7 +401,7 @@ void GraphExec::node_update(const detail::NodeRef& n, const char* node_what, Own
     detail::ExecOwners::Slot& slot = o.slot(r);
     if (o.retired.size() == o.retired.capacity()) o.retired.reserve(o.retired.capacity() * 2 + 4);
     Owners owners = build(r);  // a rejected update releases its owners (on the reclaimer)
-    if (extra) detail::OwnersAccess::merge_after_first(owners, std::move(*extra));
+    if (extra) owners += std::move(*extra);
     o.supersede(slot, dead);
     slot.owners = std::move(owners);
     slot.installed_at = o.launches;

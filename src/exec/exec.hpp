@@ -171,10 +171,6 @@ class GraphExec : public NodeUpdates<GraphExec> {
 
   template <class... P, class... A>
   void do_update(Owners* extra, const Node<KernelNode<P...>>& node, const Launch& launch, A&&... args);
-  template <class... P, class... A>
-  void do_update(Owners* extra, const Node<KernelNode<P...>>& node, Grid grid, Block block, A&&... args) {
-    do_update(extra, node, Launch{grid, block}, std::forward<A>(args)...);
-  }
   template <class Dst, class T>
   void do_update(Owners* extra, const Node<MemsetNode>& node, Dst&& dst, const T& value);
   template <class Dst, class Src>
@@ -194,16 +190,15 @@ class GraphExec : public NodeUpdates<GraphExec> {
 
 /// One per-node update with extra owners (from `GraphExec::keeping`): call `update` on it once,
 /// with the arguments `GraphExec::update` takes.
-class GraphExec::KeepingUpdate {
- public:
-  template <class K, class... A>
-  void update(const Node<K>& node, A&&... args) && {
-    if (!exec_) throw UsageError("GraphExec::keeping(...).update: this update was already made");
-    std::exchange(exec_, nullptr)->do_update(&extra_, node, std::forward<A>(args)...);
-  }
-
+class GraphExec::KeepingUpdate : public NodeUpdates<GraphExec::KeepingUpdate> {
  private:
   friend class GraphExec;
+  friend class NodeUpdates<KeepingUpdate>;
+  template <class... A>
+  void do_update(Owners*, A&&... args) {
+    if (!exec_) throw UsageError("GraphExec::keeping(...).update: this update was already made");
+    std::exchange(exec_, nullptr)->do_update(&extra_, std::forward<A>(args)...);
+  }
   KeepingUpdate(GraphExec* e, Owners&& extra) : exec_(e), extra_(std::move(extra)) {}
   GraphExec* exec_;
   Owners extra_;

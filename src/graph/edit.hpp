@@ -237,7 +237,7 @@ class Builder {
   template <class D>
   static detail::NodeRecord* add(detail::Site& s, D& d, detail::Transaction::AfterAdd after = {}) {
     Owners owners = std::move(d.owners());
-    if (s.keeping) detail::OwnersAccess::merge_after_first(owners, std::move(*s.keeping));
+    if (s.keeping) owners += std::move(*s.keeping);
     return s.tx->add(*s.box, s.deps, d.params(), std::move(owners), D::noun, after);
   }
   template <class K>
@@ -451,7 +451,7 @@ class BasicEdit : public Builder<BasicEdit<InBody>, InBody>, public NodeUpdates<
   void commit_version(detail::Transaction* t, detail::NodeRecord* rec, D& d, Owners* extra, detail::Undo undo,
                       Apply&& apply) {
     Owners owners = std::move(d.owners());
-    if (extra) detail::OwnersAccess::merge_after_first(owners, std::move(*extra));
+    if (extra) owners += std::move(*extra);
     t->update(rec, std::move(owners), apply, undo);
   }
   template <class D>
@@ -466,10 +466,6 @@ class BasicEdit : public Builder<BasicEdit<InBody>, InBody>, public NodeUpdates<
 
   template <class... P, class... A>
   void do_update(Owners* extra, const Node<KernelNode<P...>>& node, const Launch& launch, A&&... args);
-  template <class... P, class... A>
-  void do_update(Owners* extra, const Node<KernelNode<P...>>& node, Grid grid, Block block, A&&... args) {
-    do_update(extra, node, Launch{grid, block}, std::forward<A>(args)...);
-  }
   template <class Dst, class T>
   void do_update(Owners* extra, const Node<MemsetNode>& node, Dst&& dst, const T& value);
   template <class Dst, class Src>
@@ -494,17 +490,15 @@ class BasicEdit : public Builder<BasicEdit<InBody>, InBody>, public NodeUpdates<
 /// One update of an edit with extra owners (from `Edit::keeping`): call `update` on it once, with
 /// the arguments `Edit::update` takes; the extra owners join that update's version.
 template <bool InBody>
-class BasicEditUpdate {
- public:
-  template <class K, class... A>
-  void update(const Node<K>& node, A&&... args) && {
-    if (!edit_) throw UsageError("Edit::keeping(...).update: this update was already made");
-    BasicEdit<InBody>* e = std::exchange(edit_, nullptr);
-    e->do_update(&extra_, node, std::forward<A>(args)...);
-  }
-
+class BasicEditUpdate : public NodeUpdates<BasicEditUpdate<InBody>> {
  private:
   friend class BasicEdit<InBody>;
+  friend class NodeUpdates<BasicEditUpdate<InBody>>;
+  template <class... A>
+  void do_update(Owners*, A&&... args) {
+    if (!edit_) throw UsageError("Edit::keeping(...).update: this update was already made");
+    std::exchange(edit_, nullptr)->do_update(&extra_, std::forward<A>(args)...);
+  }
   BasicEditUpdate(BasicEdit<InBody>* e, Owners&& extra) : edit_(e), extra_(std::move(extra)) {}
   BasicEdit<InBody>* edit_;
   Owners extra_;
@@ -553,14 +547,7 @@ void BasicEdit<InBody>::do_update(Owners* extra, const Node<KernelNode<P...>>& n
   std::shared_ptr<const detail::KernelInfo> kernel = detail::kernel_of(node);
   detail::KernelDesc<P...> d(drv, "Edit::update", *kernel, std::move(kernel), launch, std::forward<A>(args)...);
   detail::Undo undo = d.save(drv, rec->node, t->arena());
-  commit_version(t, rec, d, extra, undo, [&] {
-    CUlaunchAttributeID failed{};
-    bool attr_failed = false;
-    if (CUresult r = d.apply(drv, rec->node, undo, &failed, &attr_failed); r != CUDA_SUCCESS) {
-      if (attr_failed) detail::throw_attr_error(drv, r, failed, "Edit::update");
-      detail::throw_call_error(drv, detail::Entry::cuGraphNodeSetParams, r, "updating a kernel node");
-    }
-  });
+  commit_version(t, rec, d, extra, undo, [&] { d.apply(drv, rec->node, undo, "Edit::update"); });
 }
 
 template <bool InBody>

@@ -251,7 +251,6 @@ void Hierarchy::free_record(NodeRecord* r) noexcept {
 }
 
 void Hierarchy::publish(Box& box, NodeRecord* r) noexcept {
-  r->current = nullptr;  // a pending record points at its staged version until now
   r->alive = true;
   box.link(r);
 }

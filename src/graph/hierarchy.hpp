@@ -184,8 +184,8 @@ struct Hierarchy {
   NodeRecord* allocate_record();
   /// Returns an unpublished record to the free list.
   void free_record(NodeRecord* r) noexcept;
-  /// Publishes a prepared record (its node and type already set): links it into `box` with no
-  /// version yet (the caller commits one). No allocation.
+  /// Publishes a prepared record (its node and type already set): links it into `box`; the caller
+  /// commits its version. No allocation.
   void publish(Box& box, NodeRecord* r) noexcept;
   /// The node is gone (removed by tether): unlinks and invalidates the record. Does not release.
   void retire_record(NodeRecord* r) noexcept;

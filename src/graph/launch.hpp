@@ -157,7 +157,8 @@ struct LaunchAttr {
 };
 /// The attributes `l` sets, in a fixed order; returns how many were written to `out`.
 std::size_t launch_attrs(const Launch& l, std::span<LaunchAttr, 7> out) noexcept;
-/// The driver's name of an attribute ("CU_LAUNCH_ATTRIBUTE_PRIORITY").
-const char* launch_attr_name(CUlaunchAttributeID id) noexcept;
+/// The driver's name of an attribute and its setter ("CU_LAUNCH_ATTRIBUTE_PRIORITY
+/// (Launch::priority)"), for errors.
+std::string launch_attr_name(CUlaunchAttributeID id);
 
 }  // namespace tether::detail

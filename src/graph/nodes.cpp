@@ -49,20 +49,33 @@ std::size_t launch_attrs(const Launch& l, std::span<LaunchAttr, 7> out) noexcept
   return n;
 }
 
-const char* launch_attr_name(CUlaunchAttributeID id) noexcept {
-  switch (id) {
-    case CU_LAUNCH_ATTRIBUTE_COOPERATIVE: return "CU_LAUNCH_ATTRIBUTE_COOPERATIVE (Launch::cooperative)";
-    case CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION: return "CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION (Launch::cluster)";
-    case CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
-      return "CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE (Launch::cluster_scheduling)";
-    case CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION:
-      return "CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION (Launch::preferred_cluster)";
-    case CU_LAUNCH_ATTRIBUTE_PRIORITY: return "CU_LAUNCH_ATTRIBUTE_PRIORITY (Launch::priority)";
-    case CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN: return "CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN (Launch::mem_sync_domain)";
-    case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW:
-      return "CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW (Launch::access_policy)";
-    default: return "a launch attribute";
-  }
+namespace {
+// The attributes a Launch sets, once: their bit, the driver's id, the driver's name and the setter.
+struct AttrName {
+  unsigned bit;
+  CUlaunchAttributeID id;
+  const char* driver;
+  const char* setter;
+};
+constexpr AttrName kAttrNames[] = {
+    {Launch::cooperative_bit, CU_LAUNCH_ATTRIBUTE_COOPERATIVE, "CU_LAUNCH_ATTRIBUTE_COOPERATIVE", "cooperative"},
+    {Launch::cluster_bit, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, "CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION", "cluster"},
+    {Launch::cluster_scheduling_bit, CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE,
+     "CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE", "cluster_scheduling"},
+    {Launch::priority_bit, CU_LAUNCH_ATTRIBUTE_PRIORITY, "CU_LAUNCH_ATTRIBUTE_PRIORITY", "priority"},
+    {Launch::mem_sync_domain_bit, CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN, "CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN",
+     "mem_sync_domain"},
+    {Launch::preferred_cluster_bit, CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION,
+     "CU_LAUNCH_ATTRIBUTE_PREFERRED_CLUSTER_DIMENSION", "preferred_cluster"},
+    {Launch::access_policy_bit, CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW, "CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW",
+     "access_policy"},
+};
+}  // namespace
+
+std::string launch_attr_name(CUlaunchAttributeID id) {
+  for (const AttrName& a : kAttrNames)
+    if (a.id == id) return fmt::format("{} (Launch::{})", a.driver, a.setter);
+  return "a launch attribute";
 }
 
 CUresult set_launch_attrs(const DriverTable& drv, CUgraphNode node, const Launch& l, CUlaunchAttributeID* failed) noexcept {
@@ -84,13 +97,12 @@ void throw_attr_error(const DriverTable& drv, CUresult r, CUlaunchAttributeID id
 }
 
 void throw_exec_attributes(std::string_view what, unsigned attributes) {
-  const char* name = (attributes & Launch::cooperative_bit)           ? "cooperative"
-                     : (attributes & Launch::cluster_bit)             ? "cluster"
-                     : (attributes & Launch::cluster_scheduling_bit)  ? "cluster_scheduling"
-                     : (attributes & Launch::priority_bit)            ? "priority"
-                     : (attributes & Launch::mem_sync_domain_bit)     ? "mem_sync_domain"
-                     : (attributes & Launch::preferred_cluster_bit)   ? "preferred_cluster"
-                                                                      : "access_policy";
+  const char* name = "an attribute";
+  for (const AttrName& a : kAttrNames)
+    if (attributes & a.bit) {
+      name = a.setter;
+      break;
+    }
   throw UsageError(fmt::format("{}: the Launch sets {}, a node attribute, which an executable cannot change per node "
                                "(the driver has no call for it; only dimensions, dynamic shared memory and arguments "
                                "are updatable): change it with Edit::update in the graph, then update the executable "

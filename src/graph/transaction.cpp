@@ -96,7 +96,6 @@ NodeRecord* Transaction::add(Box& box, std::span<NodeRecord* const> deps, CUgrap
   rec->type = params.type;
   rec->box = &box;
   rec->pending = true;
-  rec->current = st.attachment;  // the version updates in this edit take the kernel from
   ops_.push_back(Op{Kind::add, rec, nullptr, st, {}});
   if (after) {
     try {

@@ -949,21 +949,20 @@ class Checker {
     auto gi = pick(graphs_, [](const MGraph& g) { return g.alive && g.g.has_value(); });
     if (!gi) return;
     if (!exec_holds(static_cast<int>(*gi))) {
+      // The model drops its views with the graph: copies of them must be invalid afterwards.
       const int g = static_cast<int>(*gi);
-      std::vector<std::pair<int, bool>> views;  // (box, whether its view was valid) before
+      struct Kept {
+        std::size_t box;
+        std::optional<tether::GraphRef> gview;
+        std::optional<tether::BodyRef> bview;
+      };
+      std::vector<Kept> kept;
       for (std::size_t bi = 0; bi < boxes_.size(); ++bi)
-        if (boxes_[bi].graph == g && (boxes_[bi].gview || boxes_[bi].bview)) views.emplace_back(static_cast<int>(bi), true);
-      std::vector<std::optional<tether::GraphRef>> gv;
-      std::vector<std::optional<tether::BodyRef>> bv;
-      for (auto [bi, _] : views) {
-        gv.push_back(boxes_[static_cast<std::size_t>(bi)].gview);
-        bv.push_back(boxes_[static_cast<std::size_t>(bi)].bview);
-      }
+        if (boxes_[bi].graph == g && boxes_[bi].editable()) kept.push_back({bi, boxes_[bi].gview, boxes_[bi].bview});
       destroy_graph(g);
-      for (std::size_t i = 0; i < gv.size(); ++i) {
-        bool valid = gv[i] ? gv[i]->valid() : bv[i] ? bv[i]->valid() : false;
-        if (valid) fail(fmt::format("box {}: a view is still valid after its graph was dropped", views[i].first));
-      }
+      for (const Kept& k : kept)
+        if (k.gview ? k.gview->valid() : k.bview->valid())
+          fail(fmt::format("box {}: a view is still valid after its graph was dropped", k.box));
       return;
     }
     graphs_[*gi].g.reset();

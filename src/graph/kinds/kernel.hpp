@@ -163,18 +163,18 @@ class KernelDesc : public DescBase {
     return {&S::restore, s};
   }
 
-  /// The edit update's driver calls (cuGraphNodeSetParams, then the attributes); on a failure
-  /// after the parameters changed, `undo` puts the node back as it was.
-  CUresult apply(const DriverTable& drv, CUgraphNode node, const Undo& undo, CUlaunchAttributeID* failed_attr,
-                 bool* attr_failed) {
-    CUresult r = raw<Entry::cuGraphNodeSetParams>(drv, node, &params_);
-    if (r != CUDA_SUCCESS || !has_attributes()) return r;
-    r = set_launch_attrs(drv, node, launch_, failed_attr);
-    if (r != CUDA_SUCCESS) {
-      *attr_failed = true;
+  /// The edit update's driver calls (cuGraphNodeSetParams, then the attributes). Throws
+  /// DriverError naming the call or the attribute; a failure after the parameters changed first
+  /// puts the node back as it was (`undo`).
+  void apply(const DriverTable& drv, CUgraphNode node, const Undo& undo, std::string_view what) {
+    if (CUresult r = raw<Entry::cuGraphNodeSetParams>(drv, node, &params_); r != CUDA_SUCCESS)
+      throw_call_error(drv, Entry::cuGraphNodeSetParams, r, "updating a kernel node");
+    if (!has_attributes()) return;
+    CUlaunchAttributeID failed{};
+    if (CUresult r = set_launch_attrs(drv, node, launch_, &failed); r != CUDA_SUCCESS) {
       undo.restore(drv, node, undo.saved);
+      throw_attr_error(drv, r, failed, what);
     }
-    return r;
   }
 
  private:
