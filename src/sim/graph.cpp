@@ -985,12 +985,9 @@ CUresult sim_cuGraphKernelNodeGetAttribute(CUgraphNode h, CUkernelNodeAttrID id,
   return CUDA_SUCCESS;
 }
 
-CUresult sim_cuGraphKernelNodeSetAttribute(CUgraphNode h, CUkernelNodeAttrID id, const CUkernelNodeAttrValue* v) {
-  TETHER_SIM_ENTER(cuGraphKernelNodeSetAttribute);
-  if (!v) return null_value("cuGraphKernelNodeSetAttribute");
-  Lock lock(graph_mutex());
-  KernelP* k = attr_node(h, "cuGraphKernelNodeSetAttribute");
-  if (!k) return fail(CUDA_ERROR_INVALID_VALUE, "the node is not a kernel node");
+}  // namespace
+
+CUresult set_kernel_attr(KernelP* k, CUlaunchAttributeID id, const CUlaunchAttributeValue* v) {
   LaunchAttrs& a = k->attrs;
   switch (id) {
     case CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW: a.access_policy = v->accessPolicyWindow; break;
@@ -1028,6 +1025,17 @@ CUresult sim_cuGraphKernelNodeSetAttribute(CUgraphNode h, CUkernelNodeAttrID id,
     default: return refused_attribute(id);
   }
   return CUDA_SUCCESS;
+}
+
+namespace {
+
+CUresult sim_cuGraphKernelNodeSetAttribute(CUgraphNode h, CUkernelNodeAttrID id, const CUkernelNodeAttrValue* v) {
+  TETHER_SIM_ENTER(cuGraphKernelNodeSetAttribute);
+  if (!v) return null_value("cuGraphKernelNodeSetAttribute");
+  Lock lock(graph_mutex());
+  KernelP* k = attr_node(h, "cuGraphKernelNodeSetAttribute");
+  if (!k) return fail(CUDA_ERROR_INVALID_VALUE, "the node is not a kernel node");
+  return set_kernel_attr(k, id, v);
 }
 
 CUresult sim_cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src) {

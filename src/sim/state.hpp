@@ -364,6 +364,9 @@ CondHandle* cond_of(CUgraphConditionalHandle h);
 CUresult add_node(CUgraphNode* out, Graph* g, const CUgraphNode* deps, std::size_t ndeps, CUgraphNodeType type,
                   Params params, std::string_view entry);
 CUresult make_kernel_params(const CUDA_KERNEL_NODE_PARAMS& in, KernelP& out);
+/// Sets one launch attribute on a kernel's parameters as cuGraphKernelNodeSetAttribute does (the
+/// H200's refusals included); the caller holds the graph mutex if `k` belongs to a node.
+CUresult set_kernel_attr(KernelP* k, CUlaunchAttributeID id, const CUlaunchAttributeValue* v);
 // The rules the H200 applies to a kernel node's attributes against its grid, block and dynamic
 // shared memory, where it applies them: cuGraphKernelNodeSetAttribute and the SetParams calls.
 // A cluster must divide the grid and have at most 8 blocks unless the function allows

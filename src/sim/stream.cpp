@@ -469,6 +469,10 @@ CUresult sim_cuMemsetD8Async(CUdeviceptr d, unsigned char v, std::size_t n, CUst
   TETHER_SIM_ENTER(cuMemsetD8Async);
   return set(d, v, 1, n, s, true, "cuMemsetD8Async");
 }
+CUresult sim_cuMemsetD16Async(CUdeviceptr d, unsigned short v, std::size_t n, CUstream s) {
+  TETHER_SIM_ENTER(cuMemsetD16Async);
+  return set(d, v, 2, n, s, true, "cuMemsetD16Async");
+}
 CUresult sim_cuMemsetD32Async(CUdeviceptr d, unsigned v, std::size_t n, CUstream s) {
   TETHER_SIM_ENTER(cuMemsetD32Async);
   return set(d, v, 4, n, s, true, "cuMemsetD32Async");
@@ -658,6 +662,34 @@ CUresult sim_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
       s, "cuLaunchKernel", CU_GRAPH_NODE_TYPE_KERNEL, [&] { return Params{k}; }, [k] { run_kernel(k); });
 }
 
+CUresult sim_cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
+  TETHER_SIM_ENTER(cuLaunchKernelEx);
+  if (!config) return CUDA_ERROR_INVALID_VALUE;
+  if (config->numAttrs && !config->attrs) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = need_ctx()) return r;
+  CUDA_KERNEL_NODE_PARAMS in{};
+  in.func = f;
+  in.gridDimX = config->gridDimX;
+  in.gridDimY = config->gridDimY;
+  in.gridDimZ = config->gridDimZ;
+  in.blockDimX = config->blockDimX;
+  in.blockDimY = config->blockDimY;
+  in.blockDimZ = config->blockDimZ;
+  in.sharedMemBytes = config->sharedMemBytes;
+  in.kernelParams = params;
+  in.extra = extra;
+  KernelP k;
+  if (CUresult r = make_kernel_params(in, k)) return r;
+  Stream* s = stream_of(config->hStream);
+  if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  k.attrs.priority = k.attrs.priority_requested = s->priority;
+  // The attributes are checked as cuGraphKernelNodeSetAttribute checks them (the same refusals).
+  for (unsigned i = 0; i < config->numAttrs; ++i)
+    if (CUresult r = set_kernel_attr(&k, config->attrs[i].id, &config->attrs[i].value)) return r;
+  return enqueue(
+      s, "cuLaunchKernelEx", CU_GRAPH_NODE_TYPE_KERNEL, [&] { return Params{k}; }, [k] { run_kernel(k); });
+}
+
 // ----------------------------------------------------------------------------- events
 
 CUresult sim_cuEventCreate(CUevent* out, unsigned flags) {
@@ -694,14 +726,27 @@ Event* live_event(CUevent h, std::string_view entry) {
   }
   return e;
 }
-CUresult sim_cuEventRecord(CUevent h, CUstream hs) {
-  TETHER_SIM_ENTER(cuEventRecord);
-  Event* e = live_event(h, "cuEventRecord");
+CUresult record_event(CUevent h, CUstream hs, unsigned flags, std::string_view entry) {
+  if (flags & ~unsigned{CU_EVENT_RECORD_EXTERNAL}) return CUDA_ERROR_INVALID_VALUE;
+  Event* e = live_event(h, entry);
   if (!e) return CUDA_ERROR_INVALID_HANDLE;
   Stream* s = stream_of(hs);
   if (!s) return CUDA_ERROR_INVALID_HANDLE;
   {
     std::lock_guard lock(graph_mutex());
+    if (s->capture && (flags & CU_EVENT_RECORD_EXTERNAL)) {
+      // capture_facts c1y5: an external record is captured as an event record node.
+      Capture* c = s->capture;
+      if (c->invalidated != CUDA_SUCCESS) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+      CUgraphNode n = nullptr;
+      std::vector<CUgraphNode> deps;
+      for (Node* d : s->capture_deps) deps.push_back(handle(d));
+      CUresult r = add_node(&n, c->graph, deps.data(), deps.size(), CU_GRAPH_NODE_TYPE_EVENT_RECORD, Params{RecordP{e}},
+                            entry);
+      if (r != CUDA_SUCCESS) return r;
+      s->capture_deps = {node_of(n)};
+      return CUDA_SUCCESS;
+    }
     if (s->capture) {
       // A record during capture marks a point other streams can join (fork/join), not a node.
       e->capture = s->capture;
@@ -716,6 +761,14 @@ CUresult sim_cuEventRecord(CUevent h, CUstream hs) {
   }
   s->push([e, gen] { event_complete(e, gen); });
   return CUDA_SUCCESS;
+}
+CUresult sim_cuEventRecord(CUevent h, CUstream hs) {
+  TETHER_SIM_ENTER(cuEventRecord);
+  return record_event(h, hs, 0, "cuEventRecord");
+}
+CUresult sim_cuEventRecordWithFlags(CUevent h, CUstream hs, unsigned flags) {
+  TETHER_SIM_ENTER(cuEventRecordWithFlags);
+  return record_event(h, hs, flags, "cuEventRecordWithFlags");
 }
 CUresult sim_cuStreamWaitEvent(CUstream hs, CUevent h, unsigned flags) {
   TETHER_SIM_ENTER(cuStreamWaitEvent);
@@ -985,6 +1038,7 @@ void fill_stream(tether::detail::DriverTable& t) {
   t.set<Entry::cuMemsetD8>(&sim_cuMemsetD8);
   t.set<Entry::cuMemsetD32>(&sim_cuMemsetD32);
   t.set<Entry::cuMemsetD8Async>(&sim_cuMemsetD8Async);
+  t.set<Entry::cuMemsetD16Async>(&sim_cuMemsetD16Async);
   t.set<Entry::cuMemsetD32Async>(&sim_cuMemsetD32Async);
   t.set<Entry::cuMemAllocAsync>(&sim_cuMemAllocAsync);
   t.set<Entry::cuMemFreeAsync>(&sim_cuMemFreeAsync);
@@ -998,9 +1052,11 @@ void fill_stream(tether::detail::DriverTable& t) {
   t.set<Entry::cuStreamWaitEvent>(&sim_cuStreamWaitEvent);
   t.set<Entry::cuLaunchHostFunc>(&sim_cuLaunchHostFunc);
   t.set<Entry::cuLaunchKernel>(&sim_cuLaunchKernel);
+  t.set<Entry::cuLaunchKernelEx>(&sim_cuLaunchKernelEx);
   t.set<Entry::cuEventCreate>(&sim_cuEventCreate);
   t.set<Entry::cuEventDestroy>(&sim_cuEventDestroy);
   t.set<Entry::cuEventRecord>(&sim_cuEventRecord);
+  t.set<Entry::cuEventRecordWithFlags>(&sim_cuEventRecordWithFlags);
   t.set<Entry::cuEventQuery>(&sim_cuEventQuery);
   t.set<Entry::cuEventSynchronize>(&sim_cuEventSynchronize);
   t.set<Entry::cuEventElapsedTime>(&sim_cuEventElapsedTime);
