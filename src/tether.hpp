@@ -29,3 +29,5 @@
 #include "graph/graph.hpp"
 #include "graph/edit.hpp"
 #include "exec/exec.hpp"
+#include "capture/mode.hpp"
+#include "capture/capture.hpp"

@@ -170,6 +170,8 @@ namespace tether::detail {
 /// Hands a bundle's groups over (to become an attachment, or to the reclaimer) and back.
 struct OwnersAccess {
   static NodeAttachment* release(Owners& o) noexcept { return std::exchange(o.head_, nullptr); }
+  /// Gives `o` (which must be empty) the groups from `head` back.
+  static void restore(Owners& o, NodeAttachment* head) noexcept { o.head_ = head; }
 };
 
 }  // namespace tether::detail

@@ -93,6 +93,7 @@ struct ExecState {
   // graph, and an executable's nodes stay updatable after the Graph itself was dropped; compared
   // with a handle by ownership, so a new graph allocated where another died never matches.
   std::shared_ptr<Hierarchy> source;
+  InstantiateOptions options;  // for update_or_reinstantiate
 
   explicit ExecState(const Context& c) : ctx(c) { g_live_execs.fetch_add(1, std::memory_order_relaxed); }
 
@@ -251,6 +252,8 @@ GraphExec Graph::instantiate(const InstantiateOptions& options) const {
   auto state = std::make_shared<detail::ExecState>(ctx_);
   state->drv = &drv;
   state->source = h;
+  state->options = options;
+  state->options.upload = nullptr;  // a re-instantiation does not upload (the stream may be gone)
   state->owners = std::make_shared<detail::ExecOwners>();
   state->owners->reserve(h->root().node_count);
   detail::ExecAccumulator* acc = detail::ExecAccumulator::create(drv);
@@ -263,6 +266,8 @@ GraphExec Graph::instantiate(const InstantiateOptions& options) const {
     detail::with_accumulator_on(
         drv, h->root().graph, acc,
         [&] {
+          // RELAXED: instantiating never invalidates a stream capture on any thread (capture facts c4).
+          detail::RelaxedScope relaxed(drv);
           detail::call<detail::Entry::cuGraphInstantiateWithFlags>(drv, "instantiating a graph", &state->exec,
                                                                     h->root().graph, flags);
         },
@@ -362,6 +367,15 @@ UpdateResult GraphExec::update(const Graph& graph) {
   }
   detail::release_on_reclaimer(std::move(dead));
   return {};
+}
+
+UpdateResult GraphExec::update_or_reinstantiate(const Graph& graph) {
+  UpdateResult r = update(graph);
+  if (r) return r;
+  GraphExec fresh = graph.instantiate(s_->options);
+  *this = std::move(fresh);
+  r.reinstantiated = true;
+  return r;
 }
 
 void GraphExec::throw_node_error(const char* what, bool valid) {

@@ -41,6 +41,9 @@ struct UpdateResult {
   };
   Reason reason = Reason::success;
   Node<> node;  ///< the offending node of the source graph, if the driver named one
+  /// Set by `GraphExec::update_or_reinstantiate` when the update was refused and the executable
+  /// was instantiated again from the graph (`reason` then says why the update was refused).
+  bool reinstantiated = false;
   /// Whether the update succeeded.
   explicit operator bool() const noexcept { return reason == Reason::success; }
 };
@@ -117,6 +120,16 @@ class GraphExec : public NodeUpdates<GraphExec> {
   /// `graph`'s versions; owners of earlier per-node updates are released once no launch uses them.
   /// Throws DriverError for other failures, UsageError for an invalid graph.
   UpdateResult update(const Graph& graph);
+
+  /// The capture–update loop's step: a whole update from `graph` (as `update`), or, where the
+  /// driver refuses it (the topology or a node's kind changed, ...), a new executable
+  /// instantiated from `graph` with this one's options (`upload` aside) that replaces this one.
+  /// The replaced executable is destroyed as usual: launches in flight keep its owners. Returns
+  /// the update's verdict; `reinstantiated` says whether it was replaced (then `reason` is why).
+  /// Per-node updates afterwards take nodes of the graph this executable was last instantiated
+  /// from. Needs exclusive access to this object (it may be assigned). Throws like `update` and
+  /// `Graph::instantiate`; if the instantiation throws, this executable is unchanged.
+  UpdateResult update_or_reinstantiate(const Graph& graph);
 
   /// Per-node updates (NodeUpdates): they change this executable only (not the graph), through
   /// cuGraphExecNodeSetParams; `node` must be a node of the graph this executable was instantiated

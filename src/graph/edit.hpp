@@ -8,6 +8,7 @@
 
 #include "../config.hpp"
 #include "../prelude.hpp"
+#include "../capture/mode.hpp"
 #include "graph.hpp"
 #include "kinds/child.hpp"
 #include "kinds/conditional.hpp"
@@ -162,6 +163,19 @@ class Builder {
   /// Embedding a graph into itself or into its own hierarchy is rejected with UsageError before
   /// any driver call (the driver crashes).
   EmbedResult embed(const Graph& graph);
+
+  /// Captures the stream work `fn` issues on `stream` (`fn(Capture&)` or `fn()`; see Capture)
+  /// into a new graph and adds it here as a child graph node after the site's dependencies, in
+  /// this transaction: it commits with the edit and rolls back with it. The capture goes into a
+  /// fresh graph, moved into the node (CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE), never into this
+  /// graph itself: a failed capture into an existing graph destroys it (docs/capture.md). The
+  /// captured nodes' handles (returned by the stream operations) are valid at once and belong to
+  /// the returned child graph. While `fn` runs, this edit's creators and updates throw UsageError.
+  /// If `fn` throws or the capture fails, nothing is added and everything captured is released
+  /// once. Throws what Capture and Capture::end throw, DriverError from the add (a graph with
+  /// conditional nodes cannot be a child graph).
+  template <class F>
+  CaptureResult capture(const Stream& stream, F&& fn, CaptureMode mode = CaptureMode::global);
 
   /// A conditional handle for if_/if_else/while_/switch_ nodes of this graph
   /// (cuGraphConditionalHandleCreate). With `reset_each_launch`, the value is set to

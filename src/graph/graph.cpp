@@ -211,5 +211,10 @@ std::size_t Graph::node_count() const {
   return detail::count_nodes({h, &h->root()}, "Graph::node_count");
 }
 CUgraph Graph::get() const noexcept { return h_ ? h_->root().graph : nullptr; }
+std::size_t Graph::anonymous_owners() const {
+  const auto& h = live("Graph::anonymous_owners");
+  detail::HierarchyGuard lock(h->mu, "Graph::anonymous_owners");
+  return h->root().anonymous_owners;
+}
 
 }  // namespace tether

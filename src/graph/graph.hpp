@@ -112,6 +112,10 @@ struct SwitchResult {
   Node<ConditionalNode> node;
   std::vector<BodyRef> cases;
 };
+struct CaptureResult {
+  Node<ChildNode> node;  ///< the child graph node holding the captured region
+  GraphRef graph;        ///< the captured graph, embedded in that node
+};
 template <class T>
 struct AllocResult {
   Node<MemAllocNode> node;
@@ -131,6 +135,8 @@ struct GraphAccess {
     return g;
   }
   static GraphRef graph_ref(BoxRef r, const Context& c) { return make_ref<false>(std::move(r), c); }
+  /// A Graph owning the hierarchy `h` (a captured graph).
+  static Graph make_graph(Context c, std::shared_ptr<Hierarchy> h);
   static BodyRef body_ref(BoxRef r, const Context& c) { return make_ref<true>(std::move(r), c); }
   template <bool InBody>
   static const BoxRef& ref(const BasicGraphRef<InBody>& g) noexcept {
@@ -218,6 +224,10 @@ class Graph {
   std::size_t node_count() const;
   /// The driver's graph handle (null when empty).
   CUgraph get() const noexcept;
+  /// Number of owners the root graph keeps without a node: stream-captured work whose node tether
+  /// could not identify, and `Capture::keeping`. They are released with the graph (and with the
+  /// last clone or executable of it). Clones count the same. Throws UsageError if empty.
+  std::size_t anonymous_owners() const;
   /// The context the graph was made in.
   const Context& context() const noexcept { return ctx_; }
 
@@ -250,4 +260,6 @@ inline const std::shared_ptr<tether::detail::Hierarchy>& tether::detail::GraphAc
                                                                                          std::string_view call) {
   return g.live(call);
 }
-
+inline tether::Graph tether::detail::GraphAccess::make_graph(Context c, std::shared_ptr<Hierarchy> h) {
+  return Graph(std::move(c), std::move(h));
+}

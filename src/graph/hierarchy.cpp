@@ -164,6 +164,21 @@ void report_leaks_at_exit() {
 }
 }  // namespace
 
+std::shared_ptr<Hierarchy> Hierarchy::for_capture(const DriverTable& drv) {
+  auto h = std::make_shared<Hierarchy>();
+  h->drv = &drv;
+  Box& b = h->boxes.emplace_back();
+  b.hierarchy = h.get();
+  b.kind = BoxKind::root;
+  h->root_box = &b;
+  return h;
+}
+
+void Hierarchy::adopt_root(CUgraph root) {
+  root_box->graph = root;
+  Registry::instance().add(root, root_box);  // on failure ~Hierarchy destroys the root
+}
+
 std::shared_ptr<Hierarchy> Hierarchy::create(const DriverTable& drv) {
   static const bool registered = [] { return std::atexit(&report_leaks_at_exit) == 0; }();
   (void)registered;
@@ -415,6 +430,7 @@ std::shared_ptr<Hierarchy> clone_hierarchy(Hierarchy& src, std::unordered_map<co
   std::shared_ptr<Hierarchy> h = Hierarchy::adopt(*src.drv, c);  // destroys c if anything below throws
   if (pairs) pairs->reserve(src.root().node_count);
   rekey(*h, h->root(), src.root(), map, pairs);
+  h->root().anonymous_owners = src.root().anonymous_owners;  // cuGraphClone copied their references too
   return h;
 }
 

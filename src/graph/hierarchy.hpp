@@ -56,6 +56,9 @@ struct Box {
   NodeRecord* last = nullptr;
   std::size_t node_count = 0;
   Box* next_owned = nullptr;     // the next box with the same owner node (if/else, switch bodies)
+  // Owners retained on this graph by no node (captured work tether could not attribute, and
+  // Capture::keeping): released with the graph. Guarded by the hierarchy's lock.
+  std::size_t anonymous_owners = 0;
   Box* first_sub = nullptr;      // live boxes whose parent this is (doubly linked through sub_*)
   Box* prev_sub = nullptr;
   Box* next_sub = nullptr;
@@ -172,6 +175,11 @@ struct Hierarchy {
   /// Takes ownership of `root` (destroyed with the hierarchy) and registers it.
   static std::shared_ptr<Hierarchy> adopt(const DriverTable& drv, CUgraph root);
   static std::shared_ptr<Hierarchy> create(const DriverTable& drv);
+  /// A hierarchy for a stream capture in progress: its root box has no graph yet, and nothing is
+  /// registered; `adopt_root` takes the captured graph once the capture ended well.
+  static std::shared_ptr<Hierarchy> for_capture(const DriverTable& drv);
+  /// Takes ownership of `root` as this hierarchy's root graph and registers it.
+  void adopt_root(CUgraph root);
   Hierarchy() noexcept;
   ~Hierarchy();
   /// Hierarchies alive in the process (graphs, clones, and the hierarchies handles keep alive).

@@ -27,6 +27,11 @@ void Transaction::throw_wrong_thread(std::string_view what) {
                                what));
 }
 
+void Transaction::throw_capturing() {
+  throw UsageError("this edit is capturing (Edit::capture): its creators and updates cannot be used until the capture "
+                   "function returns; issue the work on the captured stream instead");
+}
+
 void Transaction::finish() noexcept {
   ops_.clear();
   arena_.clear();
@@ -60,6 +65,8 @@ NodeRecord* Transaction::check_node(const NodeRef& n, const char* what) const {
 NodeRecord* Transaction::add(Box& box, std::span<NodeRecord* const> deps, CUgraphNodeParams& params, Owners&& owners,
                              std::string_view what, AfterAdd after) {
   ReleaseIfUnused guard(owners);
+  if (capturing_) [[unlikely]]
+    throw_capturing();
   if (box.hierarchy != h_.get() || box.retired.load()) [[unlikely]]
     throw UsageError(fmt::format("cannot add {}: the graph view is invalid or belongs to another graph", what));
   // Most nodes have a few dependencies: keep them on the stack.
@@ -111,6 +118,8 @@ NodeRecord* Transaction::add(Box& box, std::span<NodeRecord* const> deps, CUgrap
 
 void Transaction::update(NodeRecord* r, Owners&& owners, ApplyFn apply, Undo undo) {
   ReleaseIfUnused guard(owners);
+  if (capturing_) [[unlikely]]
+    throw_capturing();
   reserve_one();
   Staged st = prepare(*h_->drv, r->box->graph, std::move(owners));
   try {
@@ -128,6 +137,8 @@ void Transaction::reserve_one() {
 }
 
 void Transaction::remove(NodeRecord* r) {
+  if (capturing_) [[unlikely]]
+    throw_capturing();
   // A flag, not a search of the log: removing every node of a large graph in one edit stays linear.
   if (r->removing) return;
   reserve_one();
@@ -136,6 +147,8 @@ void Transaction::remove(NodeRecord* r) {
 }
 
 void Transaction::connect(NodeRecord* from, NodeRecord* to) {
+  if (capturing_) [[unlikely]]
+    throw_capturing();
   if (from->box != to->box) throw UsageError("cannot connect nodes of different graphs");
   reserve_one();
   call<Entry::cuGraphAddDependencies>(*h_->drv, "adding an edge", from->box->graph, &from->node, &to->node,
@@ -144,6 +157,8 @@ void Transaction::connect(NodeRecord* from, NodeRecord* to) {
 }
 
 void Transaction::disconnect(NodeRecord* from, NodeRecord* to) {
+  if (capturing_) [[unlikely]]
+    throw_capturing();
   if (from->box != to->box) throw UsageError("cannot disconnect nodes of different graphs");
   reserve_one();
   call<Entry::cuGraphRemoveDependencies>(*h_->drv, "removing an edge", from->box->graph, &from->node, &to->node,

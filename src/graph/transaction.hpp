@@ -75,6 +75,10 @@ class Transaction {
   /// is marked unusable (later edits throw UsageError saying why).
   void rollback() noexcept;
 
+  /// While set, every operation throws UsageError (an edit's capture is running its function).
+  void set_capturing(bool on) noexcept { capturing_ = on; }
+  [[noreturn]] static void throw_capturing();
+
   /// Checks that `n` is a live node of this hierarchy or one added by this transaction; returns
   /// its record. Throws UsageError naming `what`.
   NodeRecord* check_node(const NodeRef& n, const char* what) const;
@@ -102,6 +106,7 @@ class Transaction {
   std::vector<Op> ops_;
   Arena arena_;
   bool done_ = false;
+  bool capturing_ = false;
 };
 
 }  // namespace tether::detail

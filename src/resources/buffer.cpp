@@ -38,6 +38,7 @@ DeviceMemory::DeviceMemory(const Context& ctx, std::size_t count, std::size_t el
   std::size_t n = checked_bytes(count, elem_size, type, "device memory");
   const ContextPtr& s = state_of(ctx);
   ScopedContext scope(*s);
+  RelaxedScope relaxed(*s->table);  // never invalidates a stream capture (capture facts c4)
   CUdeviceptr p = 0;
   call<Entry::cuMemAlloc>(
       *s->table,
@@ -87,6 +88,7 @@ HostMemory::HostMemory(const Context& ctx, std::size_t count, std::size_t elem_s
   std::size_t n = checked_bytes(count, elem_size, type, "pinned host memory");
   const ContextPtr& s = state_of(ctx);
   ScopedContext scope(*s);
+  RelaxedScope relaxed(*s->table);
   void* p = nullptr;
   call<Entry::cuMemAllocHost>(
       *s->table,

@@ -154,6 +154,25 @@ void relax_capture_mode(const DriverTable& t) noexcept {
   r.entries[r.n++] = {&t, mode};
 }
 
+RelaxedScope::RelaxedScope(const DriverTable& t) noexcept {
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  if (CUresult r = raw<Entry::cuThreadExchangeStreamCaptureMode>(t, &mode); r != CUDA_SUCCESS) {
+    report_failure(t, Entry::cuThreadExchangeStreamCaptureMode, r,
+                   "switching to relaxed capture mode for a call that may invalidate a stream capture (it runs in "
+                   "the thread's own mode)");
+    return;
+  }
+  t_ = &t;
+  previous_ = mode;
+}
+
+RelaxedScope::~RelaxedScope() {
+  if (!t_) return;
+  if (CUresult r = raw<Entry::cuThreadExchangeStreamCaptureMode>(*t_, &previous_); r != CUDA_SUCCESS)
+    report_failure(*t_, Entry::cuThreadExchangeStreamCaptureMode, r,
+                   "restoring the thread's capture mode (it stays RELAXED)");
+}
+
 void restore_capture_modes() noexcept {
   RelaxedTables& r = t_relaxed;
   while (r.n) {
@@ -255,10 +274,11 @@ void Context::synchronize() const {
 
 Stream Context::make_stream(StreamFlags flags) const {
   detail::check_calls_allowed("Context::make_stream");
+  auto burst = std::make_shared<detail::StreamBurst>();  // first: nothing can fail after the stream exists
   detail::ScopedContext scope(*state_);
   CUstream s = nullptr;
   detail::call<detail::Entry::cuStreamCreate>(*state_->table, "creating a stream", &s, static_cast<unsigned>(flags));
-  return Stream(detail::UniqueHandle<CUstream, detail::DestroyStream>(s, detail::DestroyStream{state_}));
+  return Stream(detail::UniqueHandle<CUstream, detail::DestroyStream>(s, detail::DestroyStream{state_, std::move(burst)}));
 }
 
 Event Context::make_event(EventFlags flags) const {

@@ -80,6 +80,23 @@ void relax_capture_mode(const DriverTable& table) noexcept;
 /// thread that is not the reclaimer's).
 void restore_capture_modes() noexcept;
 
+/// Runs a scope in CU_STREAM_CAPTURE_MODE_RELAXED on the calling thread and restores the thread's
+/// previous mode at its end (cuThreadExchangeStreamCaptureMode, twice). Why: tether's own
+/// potentially unsafe calls (instantiate, synchronous allocation, waits for other streams and
+/// events) then never invalidate a stream capture, on this thread or any other (capture facts
+/// c4, relaxed rows). If the exchange fails the scope runs in the thread's own mode.
+class RelaxedScope {
+ public:
+  explicit RelaxedScope(const DriverTable& t) noexcept;
+  ~RelaxedScope();
+  RelaxedScope(const RelaxedScope&) = delete;
+  RelaxedScope& operator=(const RelaxedScope&) = delete;
+
+ private:
+  const DriverTable* t_ = nullptr;
+  CUstreamCaptureMode previous_ = CU_STREAM_CAPTURE_MODE_RELAXED;
+};
+
 // ------------------------------------------------------------------------------ the release rule
 //
 // Every deleter that calls the driver goes through release_with (and the primary context's own

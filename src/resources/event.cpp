@@ -22,6 +22,7 @@ void Event::synchronize() const {
   detail::check_calls_allowed("Event::synchronize");
   const detail::ContextState& s = *handle_->deleter().owner;
   detail::ScopedContext scope(s);
+  detail::RelaxedScope relaxed(*s.table);  // an event of another capture's stream is fine to wait for
   detail::call<detail::Entry::cuEventSynchronize>(*s.table, "synchronizing an event", get());
 }
 
@@ -29,6 +30,7 @@ bool Event::query() const {
   detail::check_calls_allowed("Event::query");
   const detail::ContextState& s = *handle_->deleter().owner;
   detail::ScopedContext scope(s);
+  detail::RelaxedScope relaxed(*s.table);
   CUresult r = detail::raw<detail::Entry::cuEventQuery>(*s.table, get());
   if (r == CUDA_SUCCESS) return true;
   if (r == CUDA_ERROR_NOT_READY) return false;

@@ -2,16 +2,115 @@
 // SPDX-FileCopyrightText: 2026 The tether authors
 #include "stream.hpp"
 
+#include "../attach/attachment.hpp"
+
 namespace tether {
 
 namespace detail {
+
+namespace {
+
+// Runs on the driver's callback thread: no CUDA call, no release there, only a hand-over.
+void burst_passed(void* head) noexcept { Reclaimer::instance().push(static_cast<NodeAttachment*>(head)); }
+
+bool stream_capturing(const DriverTable& t, CUstream s) noexcept {
+  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+  return raw<Entry::cuStreamIsCapturing>(t, s, &st) != CUDA_SUCCESS || st != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+// Flushes a burst that could not get a marker: waits for the stream instead, or keeps the owners
+// for good (a leak, never a release while the stream may still use them).
+void flush_the_hard_way(const DriverTable& t, CUstream s, StreamBurst& b, CUresult why) noexcept {
+  if (b.owners.empty()) return;
+  if (!stream_capturing(t, s) && raw<Entry::cuStreamSynchronize>(t, s) == CUDA_SUCCESS) {
+    release_on_reclaimer(std::move(b.owners));
+    return;
+  }
+  report_error("handing a stream's owners to a marker", fmt::format("cuLaunchHostFunc failed with {}, and the stream "
+                                                                    "could not be waited for: its owners are kept for "
+                                                                    "good",
+                                                                    result_name(why)));
+  (void)OwnersAccess::release(b.owners);  // deliberately leaked
+}
+
+}  // namespace
+
+CUstreamCaptureStatus capture_status(const DriverTable& t, CUstream s, std::string_view what) {
+  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+  call<Entry::cuStreamIsCapturing>(t, fmt::format("{}: asking whether the stream captures", what), s, &st);
+  return st;
+}
+
+CUresult flush_burst_locked(const DriverTable& t, CUstream s, StreamBurst& b) noexcept {
+  b.ops = 0;
+  if (b.owners.empty()) return CUDA_SUCCESS;
+  try {
+    Reclaimer::instance().ensure_started();
+  } catch (...) {
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  NodeAttachment* head = OwnersAccess::release(b.owners);
+  CUresult r = raw<Entry::cuLaunchHostFunc>(t, s, &burst_passed, static_cast<void*>(head));
+  if (r != CUDA_SUCCESS) OwnersAccess::restore(b.owners, head);
+  return r;
+}
+
+void flush_burst(const ContextState& cs, CUstream s, StreamBurst& b) {
+  std::lock_guard lock(b.mu);
+  if (CUresult r = flush_burst_locked(*cs.table, s, b); r != CUDA_SUCCESS)
+    throw_call_error(*cs.table, Entry::cuLaunchHostFunc, r, "handing a stream's owners to a marker");
+}
+
+namespace {
+void flush_before_destroy(const DriverTable& t, CUstream s, StreamBurst& b) noexcept {
+  std::lock_guard lock(b.mu);
+  if (b.owners.empty()) return;
+  if (stream_capturing(t, s)) {
+    // A marker would be captured into someone else's graph, and a wait would invalidate it.
+    report_error("dropping a stream that captures", "the owners of its earlier operations are kept for good");
+    (void)OwnersAccess::release(b.owners);
+    return;
+  }
+  if (CUresult r = flush_burst_locked(t, s, b); r != CUDA_SUCCESS) flush_the_hard_way(t, s, b, r);
+}
+}  // namespace
+
 void DestroyStream::operator()(CUstream s) const noexcept {
+  if (burst && !burst->owners.empty()) {
+    if (cuda_forbidden_here()) {
+      // Inside a host callback or a user-object destructor: the marker and the destroy both go
+      // to the reclaimer, in that order.
+      std::shared_ptr<StreamBurst> b = burst;
+      ContextPtr o = owner;
+      run_on_reclaimer([o, s, b] {
+        {
+          ScopedContext scope(*o);
+          flush_before_destroy(*o->table, s, *b);
+        }
+        release_with<Entry::cuStreamDestroy>(o, s, "destroying a stream");
+      });
+      return;
+    }
+    try {
+      ScopedContext scope(*owner);
+      flush_before_destroy(*owner->table, s, *burst);
+    } catch (...) {
+      flush_the_hard_way(*owner->table, s, *burst, CUDA_ERROR_INVALID_CONTEXT);
+    }
+  }
   release_with<Entry::cuStreamDestroy>(owner, s, "destroying a stream");
 }
+
 }  // namespace detail
 
 Stream Stream::from_native_handle(const Context& ctx, CUstream stream) noexcept {
-  detail::DestroyStream destroy{detail::state_of(ctx)};
+  std::shared_ptr<detail::StreamBurst> burst;
+  try {
+    burst = std::make_shared<detail::StreamBurst>();
+  } catch (...) {
+    // Without a burst the stream's operations throw UsageError (see StreamAccess::burst).
+  }
+  detail::DestroyStream destroy{detail::state_of(ctx), std::move(burst)};
   return Stream(detail::UniqueHandle<CUstream, detail::DestroyStream>(stream, std::move(destroy)));
 }
 
@@ -21,19 +120,48 @@ const detail::ContextState& Stream::state(const char* what) const {
   return *handle_.deleter().owner;
 }
 
+CUstream Stream::release() noexcept {
+  if (handle_ && handle_.deleter().burst) {
+    const detail::ContextState& s = *handle_.deleter().owner;
+    if (!detail::cuda_forbidden_here()) {
+      try {
+        detail::ScopedContext scope(s);
+        detail::flush_before_destroy(*s.table, get(), *handle_.deleter().burst);
+      } catch (...) {
+        detail::flush_the_hard_way(*s.table, get(), *handle_.deleter().burst, CUDA_ERROR_INVALID_CONTEXT);
+      }
+    }
+  }
+  return handle_.release();
+}
+
 void Stream::synchronize() const {
   const detail::ContextState& s = state("Stream::synchronize");
   detail::ScopedContext scope(s);
+  if (detail::capture_status(*s.table, get(), "Stream::synchronize") != CU_STREAM_CAPTURE_STATUS_NONE)
+    throw UsageError("Stream::synchronize: the stream is capturing (synchronizing it would invalidate the capture); "
+                     "end the capture first");
+  if (handle_.deleter().burst) detail::flush_burst(s, get(), *handle_.deleter().burst);
+  detail::RelaxedScope relaxed(*s.table);
   detail::call<detail::Entry::cuStreamSynchronize>(*s.table, "synchronizing a stream", get());
 }
 
 bool Stream::query() const {
   const detail::ContextState& s = state("Stream::query");
   detail::ScopedContext scope(s);
+  if (detail::capture_status(*s.table, get(), "Stream::query") != CU_STREAM_CAPTURE_STATUS_NONE)
+    throw UsageError("Stream::query: the stream is capturing (querying it would invalidate the capture); end the "
+                     "capture first");
+  detail::RelaxedScope relaxed(*s.table);
   CUresult r = detail::raw<detail::Entry::cuStreamQuery>(*s.table, get());
   if (r == CUDA_SUCCESS) return true;
   if (r == CUDA_ERROR_NOT_READY) return false;
   detail::throw_call_error(*s.table, detail::Entry::cuStreamQuery, r, "querying a stream");
+}
+
+bool Stream::capturing() const {
+  const detail::ContextState& s = state("Stream::capturing");
+  return detail::capture_status(*s.table, get(), "Stream::capturing") != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
 Context Stream::context() const {

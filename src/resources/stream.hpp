@@ -4,16 +4,61 @@
 
 #include "../config.hpp"
 #include "../prelude.hpp"
+#include "../attach/owners.hpp"
 #include "context.hpp"
 #include "unique_handle.hpp"
 
+TETHER_EXPORT namespace tether {
+class Event;
+class Launch;
+struct Grid;
+struct Block;
+template <class T>
+struct AllocResult;
+template <class... Args>
+class Kernel;
+template <class T>
+struct Unowned;
+template <class Kind>
+class Node;
+struct HostNode;
+struct MemcpyNode;
+struct MemsetNode;
+struct MemAllocNode;
+struct MemFreeNode;
+template <class... Args>
+struct KernelNode;
+}  // namespace tether
+
 namespace tether::detail {
 
-// cuStreamDestroy with the stream's context pushed, under the release rule.
+// The owners of a stream's operations issued outside capture, kept until the stream has passed
+// them: one host-function marker per burst hands a whole burst to the reclaimer (never released
+// on the driver's callback thread).
+struct StreamBurst {
+  std::mutex mu;
+  Owners owners;
+  std::size_t ops = 0;
+};
+
+// cuStreamDestroy with the stream's context pushed, under the release rule; first hands the
+// burst still pending to a marker behind the stream's work.
 struct DestroyStream {
   ContextPtr owner;
+  std::shared_ptr<StreamBurst> burst;
   void operator()(CUstream s) const noexcept;
 };
+
+/// Hands the burst to a marker on `s` (cuLaunchHostFunc) unless it is empty; the caller holds
+/// `b.mu`, and `s` must not be capturing (the marker would be captured). On failure the owners
+/// stay in the burst.
+CUresult flush_burst_locked(const DriverTable& t, CUstream s, StreamBurst& b) noexcept;
+/// The same, taking the lock; throws DriverError.
+void flush_burst(const ContextState& cs, CUstream s, StreamBurst& b);
+/// cuStreamIsCapturing; throws DriverError naming `what`.
+CUstreamCaptureStatus capture_status(const DriverTable& t, CUstream s, std::string_view what);
+
+struct StreamAccess;
 
 }  // namespace tether::detail
 
@@ -22,10 +67,26 @@ TETHER_EXPORT namespace tether {
 /// An owned CUDA stream (`cuStreamCreate` through `Context::make_stream`, `cuStreamDestroy` when
 /// dropped). Move-only; a moved-from or default-constructed Stream is empty, and using an empty
 /// stream throws UsageError (it never silently means the legacy default stream). Dropping a
-/// stream with work still queued is fine: the work completes. The stream keeps its context
-/// alive. Thread safety: concurrent const members are safe; destruction, `reset`, `release` and
-/// assignment need exclusive access. The destructor may run on any thread (see the release rule
-/// in docs/design/attachments.md) and never throws.
+/// stream with work still queued is fine: the work completes, and the owners of tether's
+/// operations on it stay alive until it has. The stream keeps its context alive.
+///
+/// Stream work (docs/capture.md): `launch`, `memcpy`, `memset`, `host`, `record`, `wait`,
+/// `alloc_async` and `free_async` take the same typed arguments and owner adapters as an edit's
+/// node creators. Outside capture each operation keeps its owners until the stream has passed it:
+/// they join the stream's current burst, and one host-function marker per burst (after 64
+/// operations, before `synchronize`, before a capture begins, and when the stream is dropped)
+/// hands the burst to tether's reclaimer once the stream reaches it. During a stream capture
+/// (tether's `Capture`, or one begun by other code) the operation's owners are attached to the
+/// captured node instead, and the operation returns that node's typed handle (usable at once, a
+/// node of the Graph the capture ends in; invalid if the capture fails); outside capture, or where
+/// the node cannot be identified, the handle is invalid and the owners are kept by the stream or,
+/// anonymously, by the captured graph.
+///
+/// Thread safety: concurrent const members are safe (operations from several threads on one
+/// stream are serialised by tether, in an unspecified order); destruction, `reset`, `release`
+/// and assignment need exclusive access. No member may be called inside a host callback
+/// (UsageError). The destructor may run on any thread (see the release rule in
+/// docs/design/attachments.md) and never throws.
 class Stream {
  public:
   /// An empty stream.
@@ -39,21 +100,69 @@ class Stream {
   CUstream get() const noexcept { return handle_.get(); }
 
   /// Waits until all work queued on the stream has finished (`cuStreamSynchronize`, context
-  /// pushed). Throws UsageError when empty, DriverError (which may report an error of earlier
-  /// asynchronous work).
+  /// pushed), after handing the stream's pending burst of owners to a marker: once it returns,
+  /// those owners are on tether's reclaimer. Runs in RELAXED capture mode, so it never invalidates
+  /// another stream's capture. Throws UsageError when empty or while the stream is capturing
+  /// (synchronizing it would invalidate the capture), DriverError (which may report an error of
+  /// earlier asynchronous work).
   void synchronize() const;
 
-  /// Whether all work queued on the stream has finished (`cuStreamQuery`, context pushed):
-  /// `CUDA_SUCCESS` is true, `CUDA_ERROR_NOT_READY` false. Throws UsageError when empty,
-  /// DriverError for any other result.
+  /// Whether all work queued on the stream has finished (`cuStreamQuery`, context pushed, RELAXED
+  /// capture mode): `CUDA_SUCCESS` is true, `CUDA_ERROR_NOT_READY` false. Throws UsageError when
+  /// empty or while the stream is capturing, DriverError for any other result.
   bool query() const;
+
+  /// Whether the stream takes part in a stream capture (`cuStreamIsCapturing`: active or
+  /// invalidated, begun by tether or by other code). Throws UsageError when empty, DriverError.
+  bool capturing() const;
+
+  /// Launches `k` with `launch` (dimensions, dynamic shared memory, attributes) and `args`,
+  /// checked at compile time like `Edit::launch` (count, types, no narrowing). `cuLaunchKernel`,
+  /// or `cuLaunchKernelEx` when the Launch sets attributes; dynamic shared memory beyond 48 KiB
+  /// raises the kernel's limit first. Keeps `k` and every owned argument (see the class comment).
+  /// Throws UsageError for bad arguments (before any driver call), DriverError.
+  template <class... P, class... A>
+  Node<KernelNode<P...>> launch(const Kernel<P...>& k, const Launch& launch, A&&... args) const;
+  /// Shorthand for `launch(k, Launch{grid, block}, args...)`.
+  template <class... P, class... A>
+  Node<KernelNode<P...>> launch(const Kernel<P...>& k, Grid grid, Block block, A&&... args) const;
+  /// Copies `count` elements (default: all of `src`) from `src` to `dst` (`cuMemcpyHtoDAsync`,
+  /// `DtoHAsync`, `DtoDAsync` or `cuMemcpyAsync`, by the ends' kinds); the ends as `Edit::memcpy`
+  /// takes them. Throws like `Edit::memcpy`, DriverError.
+  template <class Dst, class Src>
+  Node<MemcpyNode> memcpy(Dst&& dst, Src&& src, std::size_t count = 0) const;
+  /// Sets every element of `dst` to `value` (`cuMemsetD8Async`, `D16Async` or `D32Async`); the
+  /// destination as `Edit::memset` takes it.
+  template <class Dst, class T>
+  Node<MemsetNode> memset(Dst&& dst, const T& value) const;
+  /// Runs `fn()` on the driver's callback thread when the stream reaches it (`cuLaunchHostFunc`);
+  /// in a capture, on every launch of the captured graph. `fn` and its captured state are kept as
+  /// long as anything may still run it; it may not call CUDA (tether's calls throw there).
+  template <class F>
+  Node<HostNode> host(F&& fn) const;
+  /// Records `event` here (`cuEventRecord`). Inside a capture this creates no node: it marks a
+  /// point another stream of the capture can wait for. Keeps the event alive as long as needed.
+  void record(const Event& event) const;
+  /// Makes later work wait for `event` (`cuStreamWaitEvent`). Inside a capture, waiting for an
+  /// event recorded in the same capture adds an edge (a fork or join), not a node.
+  void wait(const Event& event) const;
+  /// A stream-ordered allocation of `count` elements of T (`cuMemAllocAsync`): usable by work
+  /// queued after this call, until `free_async` (the memory is not owned: free it). Inside a
+  /// capture it is a graph allocation, and `node` is its memory allocation node. Throws
+  /// UsageError for 0 or overflowing counts, DriverError.
+  template <class T>
+  AllocResult<T> alloc_async(std::size_t count) const;
+  /// Frees memory from `alloc_async` in stream order (`cuMemFreeAsync`).
+  template <class T>
+  Node<MemFreeNode> free_async(const Unowned<T>& memory) const;
 
   /// The context the stream belongs to. Throws UsageError when empty.
   Context context() const;
 
   /// Gives up ownership: returns the handle (the caller must destroy it) and leaves the stream
-  /// empty. The context is not kept alive for the returned handle.
-  CUstream release() noexcept { return handle_.release(); }
+  /// empty, after handing the pending burst of owners to a marker on the stream. The context is
+  /// not kept alive for the returned handle.
+  CUstream release() noexcept;
   /// Destroys the stream now (under the release rule) and leaves this object empty.
   void reset() noexcept { handle_.reset(); }
   /// Exchanges the streams of two objects.
@@ -63,6 +172,7 @@ class Stream {
 
  private:
   friend class Context;
+  friend struct detail::StreamAccess;
   explicit Stream(detail::UniqueHandle<CUstream, detail::DestroyStream> h) noexcept : handle_(std::move(h)) {}
   const detail::ContextState& state(const char* what) const;
 

@@ -1,0 +1,575 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 The tether authors
+#include "capture.hpp"
+
+#include "../resources/event.hpp"
+
+namespace tether::detail {
+
+// One capture begun by tether. Records are allocated in `h` (a hierarchy of its own, or an
+// edit's); they stay pending, with no box, until the capture ends well.
+struct CaptureState {
+  const DriverTable* drv = nullptr;
+  ContextPtr ctx;
+  CUstream origin = nullptr;
+  std::uint64_t id = 0;
+  CUgraph graph = nullptr;
+  std::shared_ptr<Hierarchy> h;
+  bool in_edit = false;
+  std::mutex mu;  // the lists below: stream operations may come from any thread
+  struct Captured {
+    NodeRecord* rec;
+    Staged staged;
+  };
+  std::vector<Captured> nodes;
+  std::size_t anonymous = 0;
+  std::vector<CUstream> forked;  // forked by Capture::fork and not joined yet
+  std::vector<CUevent> events;   // made by fork / join, destroyed when the capture is over
+};
+
+namespace {
+
+constexpr std::size_t kBurstOps = 64;  // operations with owners per marker, outside capture
+
+// Captures by id. Why ids: capture ids are unique and never reused (capture facts c10q), unlike
+// graph and stream handles (c10r).
+struct Captures {
+  std::mutex mu;
+  std::unordered_map<std::uint64_t, std::shared_ptr<CaptureState>> by_id;
+};
+Captures& captures() {
+  static Captures* c = new Captures;  // immortal: streams may be used during static destruction
+  return *c;
+}
+
+std::shared_ptr<CaptureState> find_capture(std::uint64_t id) {
+  Captures& c = captures();
+  std::lock_guard lock(c.mu);
+  auto it = c.by_id.find(id);
+  return it == c.by_id.end() ? nullptr : it->second;
+}
+
+void unregister(std::uint64_t id) noexcept {
+  Captures& c = captures();
+  std::lock_guard lock(c.mu);
+  c.by_id.erase(id);
+}
+
+// The driver call of one stream operation; `*entry` names it for errors.
+CUresult issue(const DriverTable& t, CUstream s, const CUgraphNodeParams& p, const Launch* l, CUdeviceptr* allocated,
+               Entry* entry) {
+  switch (p.type) {
+    case CU_GRAPH_NODE_TYPE_KERNEL: {
+      const CUDA_KERNEL_NODE_PARAMS_v3& k = p.kernel;
+      if (l && l->attributes()) {
+        LaunchAttr a[7];
+        const std::size_t n = launch_attrs(*l, a);
+        CUlaunchAttribute attrs[7] = {};
+        for (std::size_t i = 0; i < n; ++i) {
+          attrs[i].id = a[i].id;
+          attrs[i].value = a[i].value;
+        }
+        CUlaunchConfig c{};
+        c.gridDimX = k.gridDimX;
+        c.gridDimY = k.gridDimY;
+        c.gridDimZ = k.gridDimZ;
+        c.blockDimX = k.blockDimX;
+        c.blockDimY = k.blockDimY;
+        c.blockDimZ = k.blockDimZ;
+        c.sharedMemBytes = k.sharedMemBytes;
+        c.hStream = s;
+        c.attrs = attrs;
+        c.numAttrs = static_cast<unsigned>(n);
+        *entry = Entry::cuLaunchKernelEx;
+        return raw<Entry::cuLaunchKernelEx>(t, &c, k.func, k.kernelParams, static_cast<void**>(nullptr));
+      }
+      *entry = Entry::cuLaunchKernel;
+      return raw<Entry::cuLaunchKernel>(t, k.func, k.gridDimX, k.gridDimY, k.gridDimZ, k.blockDimX, k.blockDimY,
+                                        k.blockDimZ, k.sharedMemBytes, s, k.kernelParams, static_cast<void**>(nullptr));
+    }
+    case CU_GRAPH_NODE_TYPE_MEMSET: {
+      const CUDA_MEMSET_NODE_PARAMS_v2& m = p.memset;
+      switch (m.elementSize) {
+        case 1:
+          *entry = Entry::cuMemsetD8Async;
+          return raw<Entry::cuMemsetD8Async>(t, m.dst, static_cast<unsigned char>(m.value), m.width, s);
+        case 2:
+          *entry = Entry::cuMemsetD16Async;
+          return raw<Entry::cuMemsetD16Async>(t, m.dst, static_cast<unsigned short>(m.value), m.width, s);
+        default:
+          *entry = Entry::cuMemsetD32Async;
+          return raw<Entry::cuMemsetD32Async>(t, m.dst, m.value, m.width, s);
+      }
+    }
+    case CU_GRAPH_NODE_TYPE_MEMCPY: {
+      const CUDA_MEMCPY3D& c = p.memcpy.copyParams;
+      const bool src_host = c.srcMemoryType == CU_MEMORYTYPE_HOST, dst_host = c.dstMemoryType == CU_MEMORYTYPE_HOST;
+      const bool src_dev = c.srcMemoryType == CU_MEMORYTYPE_DEVICE, dst_dev = c.dstMemoryType == CU_MEMORYTYPE_DEVICE;
+      if (src_host && dst_dev) {
+        *entry = Entry::cuMemcpyHtoDAsync;
+        return raw<Entry::cuMemcpyHtoDAsync>(t, c.dstDevice, c.srcHost, c.WidthInBytes, s);
+      }
+      if (src_dev && dst_host) {
+        *entry = Entry::cuMemcpyDtoHAsync;
+        return raw<Entry::cuMemcpyDtoHAsync>(t, c.dstHost, c.srcDevice, c.WidthInBytes, s);
+      }
+      if (src_dev && dst_dev) {
+        *entry = Entry::cuMemcpyDtoDAsync;
+        return raw<Entry::cuMemcpyDtoDAsync>(t, c.dstDevice, c.srcDevice, c.WidthInBytes, s);
+      }
+      // Host to host, or an end of unknown kind: unified addressing tells the driver.
+      const CUdeviceptr dst = dst_host ? static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(c.dstHost)) : c.dstDevice;
+      const CUdeviceptr src = src_host ? static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(c.srcHost)) : c.srcDevice;
+      *entry = Entry::cuMemcpyAsync;
+      return raw<Entry::cuMemcpyAsync>(t, dst, src, c.WidthInBytes, s);
+    }
+    case CU_GRAPH_NODE_TYPE_HOST:
+      *entry = Entry::cuLaunchHostFunc;
+      return raw<Entry::cuLaunchHostFunc>(t, s, p.host.fn, p.host.userData);
+    case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
+      *entry = Entry::cuMemAllocAsync;
+      return raw<Entry::cuMemAllocAsync>(t, allocated, p.alloc.bytesize, s);
+    case CU_GRAPH_NODE_TYPE_MEM_FREE:
+      *entry = Entry::cuMemFreeAsync;
+      return raw<Entry::cuMemFreeAsync>(t, p.free.dptr, s);
+    default:
+      *entry = Entry::cuLaunchHostFunc;
+      return CUDA_ERROR_NOT_SUPPORTED;
+  }
+}
+
+struct CaptureInfo {
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  cuuint64_t id = 0;
+  CUgraph graph = nullptr;
+};
+
+CaptureInfo capture_info(const DriverTable& t, CUstream s, const char* what) {
+  CaptureInfo i;
+  call<Entry::cuStreamGetCaptureInfo>(t, what, s, &i.status, &i.id, &i.graph, static_cast<const CUgraphNode**>(nullptr),
+                                      static_cast<const CUgraphEdgeData**>(nullptr), static_cast<std::size_t*>(nullptr));
+  return i;
+}
+
+[[noreturn]] void throw_op_error(const DriverTable& t, Entry e, CUresult r, const char* what, bool capturing) {
+  if (r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
+    throw_call_error(t, e, r,
+                     fmt::format("{}: the stream's capture was invalidated earlier (an illegal call during the "
+                                 "capture, see docs/capture.md); end it to release what it captured",
+                                 what));
+  throw_call_error(t, e, r, capturing ? fmt::format("{} on a capturing stream", what) : std::string(what));
+}
+
+// Pending records of a capture that will not become a graph's: their handles go invalid.
+void free_records(CaptureState& st) noexcept {
+  std::lock_guard lock(st.mu);
+  for (CaptureState::Captured& c : st.nodes)
+    if (c.rec->pending) {
+      c.rec->generation.fetch_add(1, std::memory_order_acq_rel);
+      st.h->free_record(c.rec);
+    }
+  st.nodes.clear();
+}
+
+void destroy_events(CaptureState& st) noexcept {
+  for (CUevent e : st.events)
+    if (CUresult r = raw<Entry::cuEventDestroy>(*st.drv, e); r != CUDA_SUCCESS)
+      report_error("destroying a capture's fork/join event", result_name(r));
+  st.events.clear();
+}
+
+// The capture is over (ended well or not): nothing finds it any more.
+void retire_capture(CaptureState& st) noexcept {
+  unregister(st.id);
+  destroy_events(st);
+}
+
+// Ends a capture that will not become a graph, releasing what it captured exactly once: the
+// driver destroys the graph of a failed end (with its user objects, capture facts c2f, c2g);
+// the graph of a successful end is destroyed here.
+void discard(CaptureState& st) noexcept {
+  const DriverTable& t = *st.drv;
+  CUgraph g = nullptr;
+  CUresult r = CUDA_SUCCESS;
+  try {
+    ScopedContext scope(*st.ctx);
+    r = raw<Entry::cuStreamEndCapture>(t, st.origin, &g);
+  } catch (...) {
+    r = raw<Entry::cuStreamEndCapture>(t, st.origin, &g);
+  }
+  if (r == CUDA_SUCCESS && g)
+    if (CUresult d = raw<Entry::cuGraphDestroy>(t, g); d != CUDA_SUCCESS)
+      report_error("destroying a discarded capture's graph", std::string(result_name(d)) + " (its owners are leaked)");
+  free_records(st);
+  retire_capture(st);
+}
+
+// Ends the capture. On success returns the captured graph (the caller owns it); on failure the
+// capture is over, its records are gone and the error is thrown.
+CUgraph finish(CaptureState& st, const char* what) {
+  const DriverTable& t = *st.drv;
+  CUgraph g = nullptr;
+  CUresult r;
+  try {
+    ScopedContext scope(*st.ctx);
+    r = raw<Entry::cuStreamEndCapture>(t, st.origin, &g);
+  } catch (...) {
+    discard(st);
+    throw;
+  }
+  const std::size_t unjoined = st.forked.size();
+  retire_capture(st);
+  if (r == CUDA_SUCCESS && g) return g;
+  free_records(st);
+  if (r == CUDA_ERROR_STREAM_CAPTURE_UNJOINED)
+    throw UsageError(fmt::format("{}: {} forked into the capture {} not joined back to its origin stream "
+                                 "(Capture::join) before the end (CUDA_ERROR_STREAM_CAPTURE_UNJOINED); the capture is "
+                                 "discarded and what it captured released",
+                                 what, unjoined == 1 ? "a stream" : unjoined ? fmt::format("{} streams", unjoined) : "a stream",
+                                 unjoined > 1 ? "were" : "was"));
+  if (r == CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD)
+    throw UsageError(fmt::format("{}: a GLOBAL or THREAD_LOCAL capture must end on the thread that began it "
+                                 "(CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD; use CaptureMode::relaxed to end it "
+                                 "elsewhere); the capture is over and what it captured released",
+                                 what));
+  throw_call_error(t, Entry::cuStreamEndCapture, r,
+                   r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+                       ? fmt::format("{}: ending a stream capture that an illegal call invalidated (in GLOBAL mode a "
+                                     "synchronous allocation or free, an instantiation, an executable's destruction, "
+                                     "or a wait for any stream or event, on any GLOBAL-mode thread; in every mode a "
+                                     "wait for the capturing stream; see docs/capture.md); what it captured is "
+                                     "released",
+                                     what)
+                       : fmt::format("{}: ending a stream capture", what));
+}
+
+// Publishes the records of a capture into `box` (its graph is the captured one) in the graph's
+// own node order, with records for the nodes other code captured (no owners). Allocates (new
+// records); a failure leaves what was published to the caller's cleanup.
+void publish_into(CaptureState& st, Box& box) {
+  const DriverTable& t = *st.drv;
+  Hierarchy& h = *st.h;
+  std::size_t n = 0;
+  call<Entry::cuGraphGetNodes>(t, "listing a captured graph's nodes", box.graph, static_cast<CUgraphNode*>(nullptr), &n);
+  std::vector<CUgraphNode> nodes(n);
+  if (n) call<Entry::cuGraphGetNodes>(t, "listing a captured graph's nodes", box.graph, nodes.data(), &n);
+  std::lock_guard lock(st.mu);
+  std::unordered_map<CUgraphNode, CaptureState::Captured*> mine;
+  mine.reserve(st.nodes.size());
+  for (CaptureState::Captured& c : st.nodes) mine.emplace(c.rec->node, &c);
+  for (CUgraphNode node : nodes) {
+    auto it = mine.find(node);
+    if (it != mine.end()) {
+      NodeRecord* r = it->second->rec;
+      r->box = &box;
+      r->pending = false;
+      h.publish(box, r);
+      commit(t, r->current, it->second->staged);
+      continue;
+    }
+    CUgraphNodeType type{};
+    call<Entry::cuGraphNodeGetType>(t, "reading a captured node's type", node, &type);
+    NodeRecord* r = h.allocate_record();
+    r->node = node;
+    r->type = type;
+    r->box = &box;
+    h.publish(box, r);
+  }
+  // Captured nodes the graph no longer lists cannot exist (a capturing graph refuses node
+  // destruction, capture facts c3g); were there any, their versions stay anonymous owners.
+  for (CaptureState::Captured& c : st.nodes)
+    if (c.rec->pending) {
+      ++st.anonymous;
+      c.rec->generation.fetch_add(1, std::memory_order_acq_rel);
+      h.free_record(c.rec);
+    }
+  st.nodes.clear();
+  box.anonymous_owners += st.anonymous;
+}
+
+std::shared_ptr<CaptureState> begin(const Stream& stream, CaptureMode mode, std::shared_ptr<Hierarchy> into,
+                                    const char* what) {
+  const ContextState& cs = StreamAccess::state(stream, what);
+  const DriverTable& t = *cs.table;
+  auto st = std::make_shared<CaptureState>();
+  st->drv = &t;
+  st->ctx = StreamAccess::owner(stream);
+  st->origin = stream.get();
+  st->in_edit = into != nullptr;
+  st->h = into ? std::move(into) : Hierarchy::for_capture(t);
+  ScopedContext scope(cs);
+  if (capture_status(t, st->origin, what) != CU_STREAM_CAPTURE_STATUS_NONE)
+    throw UsageError(fmt::format("{}: the stream already takes part in a stream capture", what));
+  // A marker issued after the capture began would be captured: the stream's burst goes first.
+  if (StreamBurst* b = StreamAccess::burst(stream)) flush_burst(cs, st->origin, *b);
+  call<Entry::cuStreamBeginCapture>(t, fmt::format("{}: beginning a stream capture", what), st->origin,
+                                    static_cast<CUstreamCaptureMode>(mode));
+  try {
+    CaptureInfo i = capture_info(t, st->origin, "reading a new capture's graph");
+    st->id = i.id;
+    st->graph = i.graph;
+    Captures& c = captures();
+    std::lock_guard lock(c.mu);
+    c.by_id.emplace(st->id, st);
+  } catch (...) {
+    discard(*st);
+    throw;
+  }
+  return st;
+}
+
+CUevent capture_event(CaptureState& st, const char* what) {
+  st.events.reserve(st.events.size() + 1);
+  CUevent e = nullptr;
+  call<Entry::cuEventCreate>(*st.drv, fmt::format("{}: creating an event", what), &e,
+                             static_cast<unsigned>(CU_EVENT_DISABLE_TIMING));
+  st.events.push_back(e);
+  return e;
+}
+
+}  // namespace
+
+NodeRef submit(const Stream& s, CUgraphNodeParams& p, const Launch* launch, Owners&& owners, const char* what,
+               CUdeviceptr* allocated) {
+  ReleaseIfUnused guard(owners);
+  const ContextState& cs = StreamAccess::state(s, what);
+  const DriverTable& t = *cs.table;
+  StreamBurst* burst = StreamAccess::burst(s);
+  if (!burst) [[unlikely]]
+    throw UsageError(fmt::format("{}: this stream was adopted without memory for its owners; make it with "
+                                 "Context::make_stream",
+                                 what));
+  ScopedContext scope(cs);
+  CaptureInfo info = capture_info(t, s.get(), what);
+  Entry entry{};
+  if (info.status == CU_STREAM_CAPTURE_STATUS_NONE) {
+    std::lock_guard lock(burst->mu);
+    if (CUresult r = issue(t, s.get(), p, launch, allocated, &entry); r != CUDA_SUCCESS)
+      throw_op_error(t, entry, r, what, false);
+    if (!owners.empty()) {
+      burst->owners += std::move(owners);
+      // A failed marker keeps the burst for the next one (never released early).
+      if (++burst->ops >= kBurstOps) (void)flush_burst_locked(t, s.get(), *burst);
+    }
+    return {};
+  }
+  // Captured: the owners are staged on the capturing graph before the call, so that the node
+  // never exists without them.
+  std::shared_ptr<CaptureState> cap = find_capture(info.id);
+  const std::size_t count = owners.size();
+  Staged staged;
+  if (!owners.empty()) staged = prepare(t, info.graph, std::move(owners));
+  if (CUresult r = issue(t, s.get(), p, launch, allocated, &entry); r != CUDA_SUCCESS) {
+    rollback(t, staged);
+    throw_op_error(t, entry, r, what, true);
+  }
+  const CUgraphNode* deps = nullptr;
+  std::size_t n = 0;
+  CUstreamCaptureStatus status{};
+  CUresult q = raw<Entry::cuStreamGetCaptureInfo>(t, s.get(), &status, static_cast<cuuint64_t*>(nullptr),
+                                                  static_cast<CUgraph*>(nullptr), &deps,
+                                                  static_cast<const CUgraphEdgeData**>(nullptr), &n);
+  if (cap) {
+    std::lock_guard lock(cap->mu);
+    if (q == CUDA_SUCCESS && n == 1 && deps) {
+      try {
+        cap->nodes.reserve(cap->nodes.size() + 1);
+        NodeRecord* rec = cap->h->allocate_record();
+        rec->node = deps[0];
+        rec->type = p.type;
+        rec->pending = true;
+        cap->nodes.push_back({rec, staged});
+        return NodeRef{cap->h, rec, rec->generation.load(std::memory_order_acquire)};
+      } catch (...) {
+        // No memory for the record: the owners stay on the graph anonymously (never dangling).
+      }
+    }
+    cap->anonymous += count;
+  }
+  return {};
+}
+
+namespace {
+void keep_on_capture(const Stream& s, Owners&& owners, const char* what) {
+  ReleaseIfUnused guard(owners);
+  const ContextState& cs = StreamAccess::state(s, what);
+  const DriverTable& t = *cs.table;
+  ScopedContext scope(cs);
+  CaptureInfo info = capture_info(t, s.get(), what);
+  const std::size_t count = owners.size();
+  if (info.status == CU_STREAM_CAPTURE_STATUS_NONE) {
+    StreamBurst* burst = StreamAccess::burst(s);
+    if (!burst) return;  // released on the reclaimer by the guard (after the call it kept nothing)
+    std::lock_guard lock(burst->mu);
+    burst->owners += std::move(owners);
+    if (++burst->ops >= kBurstOps) (void)flush_burst_locked(t, s.get(), *burst);
+    return;
+  }
+  Staged staged = prepare(t, info.graph, std::move(owners));
+  (void)staged;  // the graph keeps it
+  if (std::shared_ptr<CaptureState> cap = find_capture(info.id)) {
+    std::lock_guard lock(cap->mu);
+    cap->anonymous += count;
+  }
+}
+
+}  // namespace
+
+Capture CaptureAccess::begin_in(const Stream& stream, CaptureMode mode, const std::shared_ptr<Hierarchy>& h) {
+  Capture c;
+  c.s_ = begin(stream, mode, h, "Edit::capture");
+  return c;
+}
+
+NodeRecord* CaptureAccess::end_into(Capture& c, Transaction& tx, Box& box, std::span<NodeRecord* const> deps,
+                                    Owners&& owners, Box** made) {
+  ReleaseIfUnused guard(owners);
+  std::shared_ptr<CaptureState> st = std::move(c.s_);
+  if (!st)
+    throw UsageError("Edit::capture: the capture function ended, aborted or moved away its Capture; nothing was added");
+  CUgraph g = finish(*st, "Edit::capture");
+  const DriverTable& t = *st->drv;
+  CUgraphNodeParams p{};
+  p.type = CU_GRAPH_NODE_TYPE_GRAPH;
+  p.graph.graph = g;
+  p.graph.ownership = CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE;
+  bool moved = false;
+  try {
+    return tx.add(box, deps, p, std::move(owners), "a captured region", [&](Hierarchy& h, NodeRecord* rec) {
+      moved = true;  // the node owns the graph now: undoing the add destroys it with its owners
+      CUgraph child = nullptr;
+      call<Entry::cuGraphChildGraphNodeGetGraph>(t, "finding a captured region's graph", rec->node, &child);
+      Box& b = h.add_box(child, &box, rec, BoxKind::child);
+      *made = &b;
+      publish_into(*st, b);
+    });
+  } catch (...) {
+    if (!moved)
+      if (CUresult d = raw<Entry::cuGraphDestroy>(t, g); d != CUDA_SUCCESS)
+        report_error("destroying a captured region that could not be added", result_name(d));
+    free_records(*st);
+    throw;
+  }
+}
+
+}  // namespace tether::detail
+
+namespace tether {
+
+Capture::Capture() noexcept = default;
+Capture::Capture(const Stream& stream, CaptureMode mode) {
+  detail::check_calls_allowed("Capture");
+  s_ = detail::begin(stream, mode, nullptr, "Capture");
+}
+Capture::Capture(Capture&&) noexcept = default;
+Capture& Capture::operator=(Capture&& other) noexcept {
+  if (this != &other) {
+    abort();
+    s_ = std::move(other.s_);
+  }
+  return *this;
+}
+Capture::~Capture() { abort(); }
+
+void Capture::abort() noexcept {
+  if (std::shared_ptr<detail::CaptureState> st = std::move(s_)) detail::discard(*st);
+}
+
+namespace {
+detail::CaptureState& live(const std::shared_ptr<detail::CaptureState>& s, const char* what) {
+  detail::check_calls_allowed(what);
+  if (!s) throw UsageError(fmt::format("{}: this Capture is empty (moved from, ended or aborted)", what));
+  return *s;
+}
+}  // namespace
+
+std::uint64_t Capture::id() const { return live(s_, "Capture::id").id; }
+
+void Capture::fork(const Stream& other) {
+  detail::CaptureState& st = live(s_, "Capture::fork");
+  const detail::ContextState& cs = detail::StreamAccess::state(other, "Capture::fork");
+  const detail::DriverTable& t = *st.drv;
+  detail::ScopedContext scope(cs);
+  if (detail::capture_status(t, other.get(), "Capture::fork") != CU_STREAM_CAPTURE_STATUS_NONE)
+    throw UsageError("Capture::fork: the stream already takes part in a stream capture");
+  if (detail::StreamBurst* b = detail::StreamAccess::burst(other)) detail::flush_burst(cs, other.get(), *b);
+  st.forked.reserve(st.forked.size() + 1);
+  CUevent e = detail::capture_event(st, "Capture::fork");
+  detail::call<detail::Entry::cuEventRecord>(t, "Capture::fork: recording the fork point on the origin stream", e,
+                                             st.origin);
+  detail::call<detail::Entry::cuStreamWaitEvent>(t, "Capture::fork: making the stream wait for the fork point",
+                                                 other.get(), e, 0u);
+  st.forked.push_back(other.get());
+}
+
+void Capture::join(const Stream& other) {
+  detail::CaptureState& st = live(s_, "Capture::join");
+  const detail::ContextState& cs = detail::StreamAccess::state(other, "Capture::join");
+  const detail::DriverTable& t = *st.drv;
+  detail::ScopedContext scope(cs);
+  detail::CaptureInfo i = detail::capture_info(t, other.get(), "Capture::join");
+  if (i.status == CU_STREAM_CAPTURE_STATUS_NONE || i.id != st.id)
+    throw UsageError("Capture::join: the stream does not take part in this capture (fork it first)");
+  if (other.get() == st.origin) throw UsageError("Capture::join: the origin stream cannot join itself");
+  CUevent e = detail::capture_event(st, "Capture::join");
+  detail::call<detail::Entry::cuEventRecord>(t, "Capture::join: recording the joined stream's work", e, other.get());
+  detail::call<detail::Entry::cuStreamWaitEvent>(t, "Capture::join: making the origin wait for it", st.origin, e, 0u);
+  std::erase(st.forked, other.get());
+}
+
+void Capture::keeping(Owners&& owners) {
+  detail::ReleaseIfUnused guard(owners);
+  detail::CaptureState& st = live(s_, "Capture::keeping");
+  if (owners.empty()) return;
+  const std::size_t count = owners.size();
+  detail::Staged staged = detail::prepare(*st.drv, st.graph, std::move(owners));
+  (void)staged;  // the captured graph keeps it
+  std::lock_guard lock(st.mu);
+  st.anonymous += count;
+}
+
+Graph Capture::end() {
+  detail::check_calls_allowed("Capture::end");
+  std::shared_ptr<detail::CaptureState> st = std::move(s_);
+  if (!st) throw UsageError("Capture::end: this Capture is empty (moved from, ended or aborted)");
+  CUgraph g = detail::finish(*st, "Capture::end");
+  detail::Hierarchy& h = *st->h;
+  try {
+    h.adopt_root(g);  // from here the hierarchy owns the graph
+  } catch (...) {
+    h.root().graph = nullptr;
+    detail::raw<detail::Entry::cuGraphDestroy>(*st->drv, g);
+    detail::free_records(*st);
+    throw;
+  }
+  try {
+    detail::publish_into(*st, h.root());
+  } catch (...) {
+    detail::free_records(*st);
+    throw;  // the graph goes with the hierarchy, and its owners with it
+  }
+  return detail::GraphAccess::make_graph(detail::context_from(st->ctx), st->h);
+}
+
+// ------------------------------------------------------------------ Stream's event operations
+
+void Stream::record(const Event& event) const {
+  const detail::ContextState& cs = state("Stream::record");
+  {
+    detail::ScopedContext scope(cs);
+    detail::call<detail::Entry::cuEventRecord>(*cs.table, "Stream::record: recording an event", event.get(), get());
+  }
+  detail::keep_on_capture(*this, Owners{event}, "Stream::record");
+}
+
+void Stream::wait(const Event& event) const {
+  const detail::ContextState& cs = state("Stream::wait");
+  {
+    detail::ScopedContext scope(cs);
+    detail::call<detail::Entry::cuStreamWaitEvent>(*cs.table, "Stream::wait: waiting for an event", get(), event.get(),
+                                                   0u);
+  }
+  detail::keep_on_capture(*this, Owners{event}, "Stream::wait");
+}
+
+}  // namespace tether

@@ -1,0 +1,494 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 The tether authors
+//
+// Stream work with owned operands and stream capture (SCENARIOS.md group I): what a stream keeps
+// outside capture, what a captured graph keeps, capture inside edits, the capture-update loop,
+// and the errors of each. Runs on both drivers.
+#include <doctest/doctest.h>
+
+#include "support/dsl_fixture.hpp"
+
+using namespace tether;
+using namespace tether_test;
+using detail::Entry;
+
+TEST_SUITE_BEGIN("capture");
+
+namespace {
+
+// A host callable that blocks its stream until released (to hold work back).
+struct Gate {
+  std::shared_ptr<std::atomic<bool>> open = std::make_shared<std::atomic<bool>>(false);
+  auto wait_fn() const {
+    return [o = open] {
+      while (!o->load()) std::this_thread::sleep_for(100us);
+    };
+  }
+  void release() const { open->store(true); }
+};
+
+std::string message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "no exception";
+}
+
+bool contains(const std::string& s, std::string_view part) { return s.find(part) != std::string::npos; }
+
+CUstreamCaptureStatus status_of(const DslFixture& f, CUstream s) {
+  CUstreamCaptureStatus st{};
+  detail::call<Entry::cuStreamIsCapturing>(f.table(), "is capturing", s, &st);
+  return st;
+}
+
+}  // namespace
+
+TEST_CASE_FIXTURE(DslFixture, "stream work outside capture computes like the same nodes in a graph: launch, memset, "
+                              "memcpy and host run in stream order") {
+  SharedBuffer<float> x = buffer(256, 0.0f);
+  auto ran = std::make_shared<std::atomic<int>>(0);
+  stream.memset(x, 1.0f);
+  stream.launch(k.scale, Grid{1}, Block{256}, x, 3.0f, 256);
+  SharedBuffer<float> y = buffer(256, 0.0f);
+  stream.memcpy(y, x);
+  stream.host([ran] { ran->fetch_add(1); });
+  stream.synchronize();
+  CHECK(read(y) == std::vector<float>(256, 3.0f));
+  CHECK(ran->load() == 1);
+}
+
+TEST_CASE_FIXTURE(DslFixture, "stream work outside capture keeps its owners until the stream has passed it, however "
+                              "early the caller drops them, and releases them on the reclaimer") {
+  auto log = std::make_shared<WitnessLog>();
+  Gate gate;
+  stream.host(gate.wait_fn());
+  {
+    DeviceBuffer<float> moved = ctx.alloc<float>(64);
+    stream.launch(k.fill, Grid{1}, Block{64}, std::move(moved), 2.0f, 64);
+    stream.host([w = Witness(log)] {});
+  }
+  std::this_thread::sleep_for(20ms);
+  CHECK(log->destroyed.load() == 0);
+  gate.release();
+  stream.synchronize();
+  CHECK(eventually([&] { return log->destroyed.load() == 1; }));
+  CHECK(log->outside_reclaimer.load() == 0);
+}
+
+TEST_CASE_FIXTURE(DslFixture, "a stream's pending owners are released when the stream is dropped, after its work") {
+  auto log = std::make_shared<WitnessLog>();
+  Gate gate;
+  {
+    Stream s = ctx.make_stream();
+    s.host(gate.wait_fn());
+    s.host([w = Witness(log)] {});
+  }
+  std::this_thread::sleep_for(20ms);
+  CHECK(log->destroyed.load() == 0);
+  gate.release();
+  CHECK(eventually([&] { return log->destroyed.load() == 1; }));
+  CHECK(log->outside_reclaimer.load() == 0);
+}
+
+TEST_CASE_FIXTURE(DslFixture, "a captured graph keeps the operands of tether's stream operations: it runs correctly "
+                              "after the caller dropped them, and releases them with its last consumer") {
+  auto log = std::make_shared<WitnessLog>();
+  auto runs = std::make_shared<std::atomic<int>>(0);
+  SharedBuffer<float> out = buffer(128, 0.0f);
+  Graph g = capture(stream, [&] {
+    SharedBuffer<float> x = buffer(128, 0.0f);
+    stream.memset(x, 2.0f);
+    stream.launch(k.scale, Grid{1}, Block{128}, x, 5.0f, 128);
+    stream.memcpy(out, x);
+    stream.host([runs, w = Witness(log)] { runs->fetch_add(1); });
+  });
+  CHECK(g.node_count() == 4);
+  CHECK(g.anonymous_owners() == 0);
+  {
+    GraphExec exec = g.instantiate();
+    for (int i = 0; i < 3; ++i) exec.launch(stream);
+    stream.synchronize();
+    CHECK(runs->load() == 3);
+    CHECK(read(out) == std::vector<float>(128, 10.0f));
+    g.reset();
+    exec.launch(stream);  // the executable alone keeps everything
+    stream.synchronize();
+    CHECK(runs->load() == 4);
+    CHECK(log->destroyed.load() == 0);
+  }
+  CHECK(wait_released(ctx));
+  CHECK(log->destroyed.load() == 1);
+  CHECK(log->outside_reclaimer.load() == 0);
+}
+
+TEST_CASE_FIXTURE(DslFixture, "the nodes tether captured are typed handles of the captured graph: valid once the "
+                              "capture ends, editable in the graph and updatable in an executable") {
+  SharedBuffer<float> x = buffer(64, 1.0f), y = buffer(64, 1.0f);
+  Node<KernelNode<float*, float, int>> fill;
+  Node<MemsetNode> set;
+  Capture c(stream);
+  fill = stream.launch(k.fill, Grid{1}, Block{64}, x, 4.0f, 64);
+  set = stream.memset(y, 0.0f);
+  CHECK(fill.valid());  // usable at once, like an edit's handles
+  Graph g = c.end();
+  CHECK_FALSE(static_cast<bool>(c));
+  REQUIRE(fill.valid());
+  REQUIRE(set.valid());
+  GraphExec exec = g.instantiate();
+  exec.launch(stream);
+  stream.synchronize();
+  CHECK(read(x) == std::vector<float>(64, 4.0f));
+  exec.update(fill, Grid{1}, Block{64}, x, 6.0f, 64);
+  exec.launch(stream);
+  stream.synchronize();
+  CHECK(read(x) == std::vector<float>(64, 6.0f));
+  g.edit([&](Edit& e) { e.update(fill, Grid{1}, Block{64}, x, 7.0f, 64); });
+  run(g);
+  CHECK(read(x) == std::vector<float>(64, 7.0f));
+}
+
+TEST_CASE_FIXTURE(DslFixture, "work other code issues on a capturing stream is captured unowned, and keeping() makes "
+                              "owners for it anonymous owners of the captured graph") {
+  auto log = std::make_shared<WitnessLog>();
+  SharedBuffer<float> x = buffer(32, 0.0f);
+  Graph g = capture(stream, [&](Capture& c) {
+    detail::call<Entry::cuMemsetD32Async>(table(), "a library's memset", static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(x.data())), 0x40400000u, std::size_t{32}, stream.get());
+    c.keeping(Owners{x, Witness(log)});
+  });
+  CHECK(g.node_count() == 1);
+  CHECK(g.anonymous_owners() == 2);
+  Graph copy = g.clone();
+  CHECK(copy.anonymous_owners() == 2);
+  g.reset();
+  run(copy);
+  CHECK(read(x) == std::vector<float>(32, 3.0f));
+  CHECK(log->destroyed.load() == 0);
+  copy.reset();
+  CHECK(eventually([&] { return log->destroyed.load() == 1; }));
+}
+
+TEST_CASE_FIXTURE(DslFixture, "tether's stream operations in a capture begun by other code keep their owners "
+                              "anonymously on that graph, never dangling") {
+  auto log = std::make_shared<WitnessLog>();
+  auto runs = std::make_shared<std::atomic<int>>(0);
+  detail::call<Entry::cuStreamBeginCapture>(table(), "begin", stream.get(), CU_STREAM_CAPTURE_MODE_GLOBAL);
+  Node<HostNode> h = stream.host([runs, w = Witness(log)] { runs->fetch_add(1); });
+  CHECK_FALSE(h.valid());  // not tether's capture: no handle
+  CUgraph raw = nullptr;
+  detail::call<Entry::cuStreamEndCapture>(table(), "end", stream.get(), &raw);
+  CUgraphExec e = nullptr;
+  detail::call<Entry::cuGraphInstantiateWithFlags>(table(), "instantiate", &e, raw, 0ull);
+  detail::call<Entry::cuGraphLaunch>(table(), "launch", e, stream.get());
+  detail::call<Entry::cuGraphLaunch>(table(), "launch", e, stream.get());
+  stream.synchronize();
+  CHECK(runs->load() == 2);
+  detail::call<Entry::cuGraphExecDestroy>(table(), "destroy exec", e);
+  CHECK(log->destroyed.load() == 0);
+  detail::call<Entry::cuGraphDestroy>(table(), "destroy graph", raw);
+  CHECK(eventually([&] { return log->destroyed.load() == 1; }));
+  CHECK(log->outside_reclaimer.load() == 0);
+}
+
+TEST_CASE_FIXTURE(DslFixture, "a capture whose function throws is discarded: the stream stops capturing and what it "
+                              "captured is released exactly once") {
+  auto log = std::make_shared<WitnessLog>();
+  Node<HostNode> h;
+  std::string m = message_of([&] {
+    (void)capture(stream, [&] {
+      h = stream.host([w = Witness(log)] {});
+      throw std::runtime_error("the capture function failed");
+    });
+  });
+  CHECK(m == "the capture function failed");
+  CHECK(status_of(*this, stream.get()) == CU_STREAM_CAPTURE_STATUS_NONE);
+  CHECK_FALSE(h.valid());
+  CHECK(eventually([&] { return log->destroyed.load() == 1; }));
+  std::this_thread::sleep_for(10ms);
+  CHECK(log->destroyed.load() == 1);
+}
+
+TEST_CASE_FIXTURE(DslFixture, "an invalidated capture ends in a DriverError that says it was invalidated, and "
+                              "releases what it captured exactly once") {
+  auto log = std::make_shared<WitnessLog>();
+  Capture c(stream, CaptureMode::global);
+  stream.host([w = Witness(log)] {});
+  // Other code's synchronous allocation in GLOBAL mode invalidates the capture (capture facts c4).
+  CUdeviceptr p = 0;
+  CUresult r = detail::raw<Entry::cuMemAlloc>(table(), &p, std::size_t{256});
+  CHECK(r == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  std::string launch = message_of([&] { stream.host([] {}); });
+  CHECK(contains(launch, "invalidated"));
+  std::string end = message_of([&] { (void)c.end(); });
+  CHECK(contains(end, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED"));
+  CHECK(contains(end, "invalidated"));
+  CHECK(status_of(*this, stream.get()) == CU_STREAM_CAPTURE_STATUS_NONE);
+  CHECK(eventually([&] { return log->destroyed.load() == 1; }));
+}
+
+TEST_CASE_FIXTURE(DslFixture, "tether's own potentially unsafe calls during a GLOBAL capture do not invalidate it: "
+                              "allocating, instantiating and waiting for another stream run in RELAXED mode") {
+  Graph other{ctx};
+  other.edit([&](Edit& e) { e.empty(); });
+  Stream s2 = ctx.make_stream();
+  SharedBuffer<float> x = buffer(16, 0.0f);
+  Graph g = capture(stream, CaptureMode::global, [&] {
+    DeviceBuffer<float> b = ctx.alloc<float>(16);
+    GraphExec e = other.instantiate();
+    e.launch(s2);
+    s2.synchronize();
+    stream.launch(k.fill, Grid{1}, Block{16}, x, 9.0f, 16);
+  });
+  run(g);
+  CHECK(read(x) == std::vector<float>(16, 9.0f));
+}
+
+TEST_CASE_FIXTURE(DslFixture, "synchronizing or querying a capturing stream is refused with a UsageError that keeps "
+                              "the capture intact") {
+  Capture c(stream);
+  std::string m = message_of([&] { stream.synchronize(); });
+  CHECK(contains(m, "Stream::synchronize: the stream is capturing"));
+  CHECK(contains(message_of([&] { (void)stream.query(); }), "Stream::query: the stream is capturing"));
+  CHECK(stream.capturing());
+  CHECK(status_of(*this, stream.get()) == CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  Graph g = c.end();
+  CHECK(g.node_count() == 0);
+}
+
+TEST_CASE_FIXTURE(DslFixture, "beginning a capture on a stream that already captures, and using an empty or ended "
+                              "Capture, are UsageErrors that say so") {
+  Capture c(stream);
+  CHECK(contains(message_of([&] { Capture again(stream); }), "already takes part in a stream capture"));
+  Graph g = c.end();
+  CHECK(contains(message_of([&] { (void)c.end(); }), "Capture::end: this Capture is empty"));
+  Capture empty;
+  CHECK_FALSE(static_cast<bool>(empty));
+  CHECK(contains(message_of([&] { empty.keeping(Owners{1}); }), "Capture::keeping: this Capture is empty"));
+  CHECK(contains(message_of([&] { (void)empty.id(); }), "Capture::id"));
+  empty.abort();
+  Stream none;
+  CHECK(contains(message_of([&] { Capture bad(none); }), "Stream"));
+}
+
+TEST_CASE_FIXTURE(DslFixture, "the legacy default stream cannot capture: the driver's refusal names "
+                              "cuStreamBeginCapture") {
+  Stream legacy = Stream::from_native_handle(ctx, CU_STREAM_LEGACY);
+  std::string m = message_of([&] { Capture c(legacy); });
+  CHECK(contains(m, "cuStreamBeginCapture"));
+  CHECK(contains(m, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"));
+  (void)legacy.release();  // never destroy the legacy stream
+}
+
+TEST_CASE_FIXTURE(DslFixture, "fork and join across three streams: the forked work depends on the fork point and the "
+                              "end waits for both branches") {
+  Stream s2 = ctx.make_stream(), s3 = ctx.make_stream();
+  SharedBuffer<float> a = buffer(64, 0.0f), b = buffer(64, 0.0f), out = buffer(64, 0.0f);
+  Graph g = capture(stream, [&](Capture& c) {
+    stream.memset(a, 1.0f);
+    stream.memset(b, 1.0f);
+    c.fork(s2);
+    c.fork(s3);
+    s2.launch(k.scale, Grid{1}, Block{64}, a, 2.0f, 64);
+    s3.launch(k.scale, Grid{1}, Block{64}, b, 3.0f, 64);
+    c.join(s2);
+    c.join(s3);
+    stream.memcpy(out, a);
+    stream.launch(k.axpy, Grid{1}, Block{64}, out, b, 1.0f, 64);
+  });
+  CHECK(g.node_count() == 6);
+  run(g);
+  CHECK(read(out) == std::vector<float>(64, 5.0f));
+  CHECK_FALSE(s2.capturing());
+}
+
+TEST_CASE_FIXTURE(DslFixture, "ending a capture with a forked stream not joined is a UsageError that says so, and "
+                              "releases what it captured once") {
+  auto log = std::make_shared<WitnessLog>();
+  Stream s2 = ctx.make_stream();
+  Capture c(stream);
+  c.fork(s2);
+  s2.host([w = Witness(log)] {});
+  std::string m = message_of([&] { (void)c.end(); });
+  INFO(m);
+  CHECK(contains(m, "not joined back"));
+  CHECK(contains(m, "CUDA_ERROR_STREAM_CAPTURE_UNJOINED"));
+  CHECK(eventually([&] { return log->destroyed.load() == 1; }));
+  CHECK_FALSE(stream.capturing());
+}
+
+TEST_CASE_FIXTURE(DslFixture, "an async allocation captured with its free becomes memory nodes the graph runs; "
+                              "outside capture it is stream-ordered memory") {
+  SharedBuffer<float> out = buffer(64, 0.0f);
+  Graph g = capture(stream, [&] {
+    AllocResult<float> m = stream.alloc_async<float>(64);
+    CHECK(m.node.valid());
+    stream.launch(k.fill, Grid{1}, Block{64}, m.memory, 8.0f, 64);
+    stream.memcpy(out, m.memory);
+    stream.free_async(m.memory);
+  });
+  CHECK(g.node_count() == 4);
+  run(g);
+  CHECK(read(out) == std::vector<float>(64, 8.0f));
+  AllocResult<float> m = stream.alloc_async<float>(64);
+  CHECK_FALSE(m.node.valid());
+  stream.launch(k.fill, Grid{1}, Block{64}, m.memory, 1.5f, 64);
+  stream.memcpy(out, m.memory);
+  stream.free_async(m.memory);
+  stream.synchronize();
+  CHECK(read(out) == std::vector<float>(64, 1.5f));
+  CHECK(contains(message_of([&] { (void)stream.alloc_async<float>(0); }), "Stream::alloc_async"));
+}
+
+TEST_CASE_FIXTURE(DslFixture, "Edit::capture adds the captured region as a child graph after the insertion point, "
+                              "committed with the edit, with its nodes as handles of the region") {
+  SharedBuffer<float> x = buffer(64, 0.0f);
+  Graph g{ctx};
+  Node<KernelNode<float*, float, int>> scaled;
+  g.edit([&](Edit& e) {
+    auto fill = e.launch(k.fill, Grid{1}, Block{64}, x, 2.0f, 64);
+    CaptureResult r = e.after(fill).capture(stream, [&] {
+      scaled = stream.launch(k.scale, Grid{1}, Block{64}, x, 3.0f, 64);
+      stream.launch(k.scale, Grid{1}, Block{64}, x, 0.5f, 64);
+    });
+    CHECK(r.graph.node_count() == 2);
+    e.after(r.node).launch(k.scale, Grid{1}, Block{64}, x, 10.0f, 64);
+  });
+  CHECK(g.node_count() == 3);
+  REQUIRE(scaled.valid());
+  run(g);
+  CHECK(read(x) == std::vector<float>(64, 30.0f));
+  g.edit([&](Edit& e) { e.update(scaled, Grid{1}, Block{64}, x, 1.0f, 64); });
+  run(g);
+  CHECK(read(x) == std::vector<float>(64, 10.0f));
+}
+
+TEST_CASE_FIXTURE(DslFixture, "an edit that captures and then throws, or whose capture is invalidated, leaves the "
+                              "graph exactly as before and releases the captured owners once") {
+  auto log = std::make_shared<WitnessLog>();
+  Graph g{ctx};
+  g.edit([&](Edit& e) { e.empty(); });
+  const std::string before = detail::describe(*detail::GraphAccess::hierarchy(g));
+  // The edit's function throws after its capture committed into the edit.
+  std::string m = message_of([&] {
+    g.edit([&](Edit& e) {
+      e.capture(stream, [&] { stream.host([w = Witness(log)] {}); });
+      throw std::runtime_error("the edit failed after its capture");
+    });
+  });
+  CHECK(m == "the edit failed after its capture");
+  CHECK(detail::describe(*detail::GraphAccess::hierarchy(g)) == before);
+  CHECK(eventually([&] { return log->destroyed.load() == 1; }));
+  // The capture is invalidated inside the edit.
+  m = message_of([&] {
+    g.edit([&](Edit& e) {
+      e.capture(stream, [&] {
+        stream.host([w = Witness(log)] {});
+        CUdeviceptr p = 0;
+        (void)detail::raw<Entry::cuMemAlloc>(table(), &p, std::size_t{64});
+      });
+    });
+  });
+  CHECK(contains(m, "invalidated"));
+  CHECK(detail::describe(*detail::GraphAccess::hierarchy(g)) == before);
+  CHECK(eventually([&] { return log->destroyed.load() == 2; }));
+  CHECK_FALSE(stream.capturing());
+  CHECK(g.node_count() == 1);
+  run(g);
+}
+
+TEST_CASE_FIXTURE(DslFixture, "while an edit captures, its own creators and updates throw a UsageError that says the "
+                              "edit is capturing") {
+  Graph g{ctx};
+  std::string m;
+  g.edit([&](Edit& e) {
+    e.capture(stream, [&] { m = message_of([&] { e.empty(); }); });
+    e.empty();  // usable again afterwards
+  });
+  CHECK(contains(m, "this edit is capturing"));
+  CHECK(g.node_count() == 2);
+}
+
+TEST_CASE_FIXTURE(DslFixture, "the capture-update loop keeps memory and live owners bounded: each step's owners are "
+                              "released once no launch can use them") {
+  SharedBuffer<float> x = buffer(64, 0.0f);
+  auto step = [&](float v) {
+    return capture(stream, [&] {
+      stream.launch(k.fill, Grid{1}, Block{64}, x, v, 64);
+      stream.host([w = std::vector<int>(64)] {});
+    });
+  };
+  GraphExec exec = step(0.0f).instantiate();
+  const std::size_t before = detail::NodeAttachment::live();
+  std::size_t peak = 0;
+  for (int i = 1; i <= 300; ++i) {
+    Graph g = step(static_cast<float>(i));
+    UpdateResult r = exec.update_or_reinstantiate(g);
+    CHECK(r);
+    CHECK_FALSE(r.reinstantiated);
+    exec.launch(stream);
+    if (i % 50 == 0) {
+      stream.synchronize();  // launches in flight keep their owners: the bound is per launch
+      CHECK(wait_released(ctx));
+      peak = std::max(peak, detail::NodeAttachment::live());
+    }
+  }
+  stream.synchronize();
+  CHECK(read(x) == std::vector<float>(64, 300.0f));
+  CHECK(wait_released(ctx));
+  CHECK(detail::NodeAttachment::live() <= before + 4);
+  CHECK(peak <= before + 8);
+}
+
+TEST_CASE_FIXTURE(DslFixture, "update_or_reinstantiate instantiates again when the captured topology changed, and "
+                              "says why") {
+  SharedBuffer<float> x = buffer(64, 0.0f);
+  GraphExec exec = capture(stream, [&] { stream.launch(k.fill, Grid{1}, Block{64}, x, 1.0f, 64); }).instantiate();
+  Graph two = capture(stream, [&] {
+    stream.launch(k.fill, Grid{1}, Block{64}, x, 1.0f, 64);
+    stream.launch(k.scale, Grid{1}, Block{64}, x, 4.0f, 64);
+  });
+  UpdateResult r = exec.update_or_reinstantiate(two);
+  CHECK_FALSE(r);
+  CHECK(r.reinstantiated);
+  CHECK(r.reason == UpdateResult::Reason::topology_changed);
+  exec.launch(stream);
+  stream.synchronize();
+  CHECK(read(x) == std::vector<float>(64, 4.0f));
+}
+
+TEST_CASE_FIXTURE(DslFixture, "a GLOBAL capture on one thread survives tether releasing owners on the reclaimer "
+                              "meanwhile (frees and executable destruction)") {
+  SharedBuffer<float> x = buffer(64, 0.0f);
+  std::atomic<int> phase{0};
+  std::string error;
+  std::thread capturer([&] {
+    try {
+      ctx.make_current();
+      Stream s = ctx.make_stream();
+      Graph g = capture(s, CaptureMode::global, [&] {
+        s.launch(k.fill, Grid{1}, Block{64}, x, 5.0f, 64);
+        phase = 1;
+        while (phase.load() != 2) std::this_thread::sleep_for(100us);
+        s.launch(k.scale, Grid{1}, Block{64}, x, 2.0f, 64);
+      });
+      run(g);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    phase = 3;
+  });
+  while (phase.load() != 1) std::this_thread::sleep_for(100us);
+  {
+    DeviceBuffer<float> dropped = ctx.alloc<float>(1024);  // freed on the reclaimer (cuMemFree)
+    Graph other{ctx};
+    other.edit([&](Edit& e) { e.empty(); });
+    GraphExec gone = other.instantiate();  // destroyed on the reclaimer (cuGraphExecDestroy)
+  }
+  wait_reclaimed(5s);
+  phase = 2;
+  capturer.join();
+  CHECK(error.empty());
+  CHECK(read(x) == std::vector<float>(64, 10.0f));
+}
