@@ -353,6 +353,13 @@ NodeRef submit(const Stream& s, CUgraphNodeParams& p, const Launch* launch, Owne
     }
     return {};
   }
+  if (info.status == CU_STREAM_CAPTURE_STATUS_INVALIDATED) {
+    // The driver refuses both the operation and a retain on the invalidated capture's graph
+    // (H200: cuGraphRetainUserObject INVALID_VALUE): let the operation say why, keeping nothing.
+    CUresult r = issue(t, s.get(), p, launch, allocated, &entry);
+    if (r == CUDA_SUCCESS) r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;  // nothing of it can ever run
+    throw_op_error(t, entry, r, what, true);
+  }
   // Captured: the owners are staged on the capturing graph before the call, so that the node
   // never exists without them.
   std::shared_ptr<CaptureState> cap = find_capture(info.id);
@@ -521,6 +528,13 @@ void Capture::keeping(Owners&& owners) {
   detail::ReleaseIfUnused guard(owners);
   detail::CaptureState& st = live(s_, "Capture::keeping");
   if (owners.empty()) return;
+  {
+    detail::ScopedContext scope(*st.ctx);
+    if (detail::capture_status(*st.drv, st.origin, "Capture::keeping") == CU_STREAM_CAPTURE_STATUS_INVALIDATED)
+      detail::throw_call_error(*st.drv, detail::Entry::cuStreamIsCapturing, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
+                               "Capture::keeping: the capture was invalidated (see docs/capture.md); its graph keeps "
+                               "nothing more, and ending it releases what it captured");
+  }
   const std::size_t count = owners.size();
   detail::Staged staged = detail::prepare(*st.drv, st.graph, std::move(owners));
   (void)staged;  // the captured graph keeps it

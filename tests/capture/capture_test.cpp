@@ -219,7 +219,12 @@ TEST_CASE_FIXTURE(DslFixture, "an invalidated capture ends in a DriverError that
   CUdeviceptr p = 0;
   CUresult r = detail::raw<Entry::cuMemAlloc>(table(), &p, std::size_t{256});
   CHECK(r == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  CUstreamCaptureStatus st{};
+  detail::call<Entry::cuStreamIsCapturing>(table(), "is capturing", stream.get(), &st);
+  CHECK(st == CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+  CUresult raw_host = detail::raw<Entry::cuLaunchHostFunc>(table(), stream.get(), +[](void*) {}, nullptr);
   std::string launch = message_of([&] { stream.host([] {}); });
+  INFO("raw cuLaunchHostFunc: " << tether::result_name(raw_host) << "; tether: " << launch);
   CHECK(contains(launch, "invalidated"));
   std::string end = message_of([&] { (void)c.end(); });
   CHECK(contains(end, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED"));
