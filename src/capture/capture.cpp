@@ -138,6 +138,13 @@ CUresult issue(const DriverTable& t, CUstream s, const CUgraphNodeParams& p, con
   }
 }
 
+// A failed marker keeps the burst for the next one (never released early); it is reported.
+void report_marker_failure(const DriverTable& t, CUresult r) noexcept {
+  if (r != CUDA_SUCCESS)
+    report_failure(t, Entry::cuLaunchHostFunc, r,
+                   "handing a stream's owners to a marker (they stay with the stream until the next marker or wait)");
+}
+
 struct CaptureInfo {
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   cuuint64_t id = 0;
@@ -184,6 +191,23 @@ void retire_capture(CaptureState& st) noexcept {
   destroy_events(st);
 }
 
+// cuStreamEndCapture, and once more if a failed end left the stream capturing (a stream that
+// stays in a capture would capture, or refuse, everything issued on it later). Returns the first
+// failure, and the graph of whichever end succeeded in `*g`.
+CUresult end_capture(const DriverTable& t, CUstream s, CUgraph* g) noexcept {
+  *g = nullptr;
+  CUresult r = raw<Entry::cuStreamEndCapture>(t, s, g);
+  if (r == CUDA_SUCCESS) return r;
+  CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (raw<Entry::cuStreamIsCapturing>(t, s, &st) == CUDA_SUCCESS && st == CU_STREAM_CAPTURE_STATUS_NONE) return r;
+  CUgraph again = nullptr;
+  if (raw<Entry::cuStreamEndCapture>(t, s, &again) == CUDA_SUCCESS && again)
+    if (CUresult d = raw<Entry::cuGraphDestroy>(t, again); d != CUDA_SUCCESS)
+      report_error("destroying the graph of a capture whose first end failed",
+                   std::string(result_name(d)) + " (its owners are leaked)");
+  return r;
+}
+
 // Ends a capture that will not become a graph, releasing what it captured exactly once: the
 // driver destroys the graph of a failed end (with its user objects, capture facts c2f, c2g);
 // the graph of a successful end is destroyed here.
@@ -193,9 +217,9 @@ void discard(CaptureState& st) noexcept {
   CUresult r = CUDA_SUCCESS;
   try {
     ScopedContext scope(*st.ctx);
-    r = raw<Entry::cuStreamEndCapture>(t, st.origin, &g);
+    r = end_capture(t, st.origin, &g);
   } catch (...) {
-    r = raw<Entry::cuStreamEndCapture>(t, st.origin, &g);
+    r = end_capture(t, st.origin, &g);
   }
   if (r == CUDA_SUCCESS && g)
     if (CUresult d = raw<Entry::cuGraphDestroy>(t, g); d != CUDA_SUCCESS)
@@ -212,7 +236,7 @@ CUgraph finish(CaptureState& st, const char* what) {
   CUresult r;
   try {
     ScopedContext scope(*st.ctx);
-    r = raw<Entry::cuStreamEndCapture>(t, st.origin, &g);
+    r = end_capture(t, st.origin, &g);
   } catch (...) {
     discard(st);
     throw;
@@ -349,7 +373,7 @@ NodeRef submit(const Stream& s, CUgraphNodeParams& p, const Launch* launch, Owne
     if (!owners.empty()) {
       burst->owners += std::move(owners);
       // A failed marker keeps the burst for the next one (never released early).
-      if (++burst->ops >= kBurstOps) (void)flush_burst_locked(t, s.get(), *burst);
+      if (++burst->ops >= kBurstOps) report_marker_failure(t, flush_burst_locked(t, s.get(), *burst));
     }
     return {};
   }
@@ -376,6 +400,9 @@ NodeRef submit(const Stream& s, CUgraphNodeParams& p, const Launch* launch, Owne
   CUresult q = raw<Entry::cuStreamGetCaptureInfo>(t, s.get(), &status, static_cast<cuuint64_t*>(nullptr),
                                                   static_cast<CUgraph*>(nullptr), &deps,
                                                   static_cast<const CUgraphEdgeData**>(nullptr), &n);
+  if (q != CUDA_SUCCESS)
+    report_failure(t, Entry::cuStreamGetCaptureInfo, q,
+                   "identifying a captured node (its owners stay with the captured graph, anonymously)");
   if (cap) {
     std::lock_guard lock(cap->mu);
     if (q == CUDA_SUCCESS && n == 1 && deps) {
@@ -409,7 +436,7 @@ void keep_on_capture(const Stream& s, Owners&& owners, const char* what) {
     if (!burst) return;  // released on the reclaimer by the guard (after the call it kept nothing)
     std::lock_guard lock(burst->mu);
     burst->owners += std::move(owners);
-    if (++burst->ops >= kBurstOps) (void)flush_burst_locked(t, s.get(), *burst);
+    if (++burst->ops >= kBurstOps) report_marker_failure(t, flush_burst_locked(t, s.get(), *burst));
     return;
   }
   Staged staged = prepare(t, info.graph, std::move(owners));

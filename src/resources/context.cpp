@@ -10,9 +10,6 @@
 
 namespace tether::detail {
 
-namespace {
-
-// Reports a failed release through the error hook, with the same message a throwing call gives.
 void report_failure(const DriverTable& t, Entry entry, CUresult r, const char* what) noexcept {
   try {
     throw_call_error(t, entry, r, what);
@@ -22,6 +19,8 @@ void report_failure(const DriverTable& t, Entry entry, CUresult r, const char* w
     report_error(what, "unknown error");
   }
 }
+
+namespace {
 
 // Why these: each waits for every running host callback (cuMemFree: ctx_block_probe 4f; the others
 // are assumed to, as the simulator models), and while one waits, a cuMemAlloc on any other thread

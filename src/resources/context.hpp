@@ -80,6 +80,10 @@ void relax_capture_mode(const DriverTable& table) noexcept;
 /// thread that is not the reclaimer's).
 void restore_capture_modes() noexcept;
 
+/// Reports a failed driver call that cannot be thrown (a release, a destructor) through the error
+/// hook, with the message a throwing call would give.
+void report_failure(const DriverTable& t, Entry entry, CUresult r, const char* what) noexcept;
+
 /// Runs a scope in CU_STREAM_CAPTURE_MODE_RELAXED on the calling thread and restores the thread's
 /// previous mode at its end (cuThreadExchangeStreamCaptureMode, twice). Why: tether's own
 /// potentially unsafe calls (instantiate, synchronous allocation, waits for other streams and

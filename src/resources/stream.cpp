@@ -141,9 +141,30 @@ void Stream::synchronize() const {
   if (detail::capture_status(*s.table, get(), "Stream::synchronize") != CU_STREAM_CAPTURE_STATUS_NONE)
     throw UsageError("Stream::synchronize: the stream is capturing (synchronizing it would invalidate the capture); "
                      "end the capture first");
-  if (handle_.deleter().burst) detail::flush_burst(s, get(), *handle_.deleter().burst);
+  // The burst goes to a marker; if the marker cannot be queued, the owners are held here and
+  // released once the wait below has seen the stream pass them (the failure is reported).
+  Owners passed;
+  if (detail::StreamBurst* b = handle_.deleter().burst.get()) {
+    std::lock_guard lock(b->mu);
+    if (CUresult r = detail::flush_burst_locked(*s.table, get(), *b); r != CUDA_SUCCESS) {
+      passed = std::move(b->owners);
+      b->ops = 0;
+      detail::report_failure(*s.table, detail::Entry::cuLaunchHostFunc, r,
+                             "handing a stream's owners to a marker before synchronizing (they are released after "
+                             "the wait instead)");
+    }
+  }
   detail::RelaxedScope relaxed(*s.table);
-  detail::call<detail::Entry::cuStreamSynchronize>(*s.table, "synchronizing a stream", get());
+  CUresult r = detail::raw<detail::Entry::cuStreamSynchronize>(*s.table, get());
+  if (r != CUDA_SUCCESS) {
+    if (!passed.empty()) {
+      // Not known to be passed: back into the burst, for a later marker or wait.
+      std::lock_guard lock(handle_.deleter().burst->mu);
+      handle_.deleter().burst->owners += std::move(passed);
+    }
+    detail::throw_call_error(*s.table, detail::Entry::cuStreamSynchronize, r, "synchronizing a stream");
+  }
+  detail::release_on_reclaimer(std::move(passed));
 }
 
 bool Stream::query() const {

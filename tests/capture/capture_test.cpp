@@ -497,3 +497,30 @@ TEST_CASE_FIXTURE(DslFixture, "a GLOBAL capture on one thread survives tether re
   CHECK(error.empty());
   CHECK(read(x) == std::vector<float>(64, 10.0f));
 }
+
+TEST_CASE_FIXTURE(DslFixture, "a re-instantiation that fails leaves the executable as it was, and nothing of either "
+                              "graph is leaked") {
+  SharedBuffer<float> x = buffer(16, 0.0f);
+  const std::size_t graphs = live_graphs();
+  const std::size_t driver_graphs = simulated ? sim::stats().graphs : 0;
+  const std::size_t attachments = detail::NodeAttachment::live();
+  {
+    GraphExec exec = capture(stream, [&] { stream.launch(k.fill, Grid{1}, Block{16}, x, 1.0f, 16); }).instantiate();
+    Graph two = capture(stream, [&] {
+      stream.launch(k.fill, Grid{1}, Block{16}, x, 2.0f, 16);
+      stream.launch(k.scale, Grid{1}, Block{16}, x, 2.0f, 16);
+    });
+    if (simulated) {
+      sim::fail_call("cuUserObjectCreate", 1);
+      CHECK(contains(message_of([&] { (void)exec.update_or_reinstantiate(two); }), "cuUserObjectCreate"));
+      sim::clear_faults();
+    }
+    exec.launch(stream);
+    stream.synchronize();
+    CHECK(read(x) == std::vector<float>(16, 1.0f));
+  }
+  CHECK(wait_released(ctx));
+  CHECK(eventually([&] { return live_graphs() == graphs; }));
+  CHECK(eventually([&] { return detail::NodeAttachment::live() == attachments; }));
+  if (simulated) CHECK(eventually([&] { return sim::stats().graphs == driver_graphs; }));
+}

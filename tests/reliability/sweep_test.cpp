@@ -157,6 +157,7 @@ struct World {
   CUgraphExec leaked_exec = nullptr;
   CUgraph leaked_graph = nullptr;
   int leaked_accumulators = 0;
+  int leaked_events = 0;  // fork/join events of a capture whose destroy was refused (reported)
 };
 
 // ----------------------------------------------------------------------------- fingerprints
@@ -225,6 +226,7 @@ class SweepFixture : public DslFixture {
   SharedBuffer<float> x, y, z, w;
   std::vector<SharedBuffer<float>> scratch;
   Event e1 = ctx.make_event(), e2 = ctx.make_event();
+  Stream s2 = ctx.make_stream();  // a second stream for captures that fork
   std::shared_ptr<std::atomic<int>> hits = std::make_shared<std::atomic<int>>(0);
   ErrorHook old_hook = nullptr;
 
@@ -377,6 +379,7 @@ class SweepFixture : public DslFixture {
     settle();
     const Counts base = counts();
     int leaked_accumulators = 0;
+    int leaked_events = 0;
 
     auto teardown = [&](std::optional<World>& holder) {
       World& wd = *holder;
@@ -385,6 +388,7 @@ class SweepFixture : public DslFixture {
       CUgraphExec leaked_exec = wd.leaked_exec;
       CUgraph leaked_graph = wd.leaked_graph;
       leaked_accumulators += wd.leaked_accumulators;
+      leaked_events += wd.leaked_events;
       holder.reset();
       // What a refused destroy leaked is the caller's to destroy (as the process would at exit).
       if (leaked_exec)
@@ -399,6 +403,7 @@ class SweepFixture : public DslFixture {
       Counts expected = base;
       expected.accumulators += static_cast<std::uint64_t>(leaked_accumulators);
       expected.stats.user_objects += static_cast<std::size_t>(leaked_accumulators);
+      expected.stats.events += static_cast<std::size_t>(leaked_events);
       bool back = eventually([&] { return differences(expected, counts()).empty(); });
       CHECK_MESSAGE(back, "not back to the counts before the scenario:" << differences(expected, counts()));
       auto v = sim::violations();
@@ -507,6 +512,11 @@ class SweepFixture : public DslFixture {
 };
 
 // ----------------------------------------------------------------------------- the scenario table
+
+void still_runs_plain(SweepFixture& f, World& wd) {
+  f.expect_graph_runs(wd);
+  if (wd.exec) f.expect_run(*wd.exec, {});
+}
 
 std::vector<Scenario> scenarios(SweepFixture& f) {
   const int n = units();
@@ -928,6 +938,127 @@ std::vector<Scenario> scenarios(SweepFixture& f) {
                     if (!leaked) wd.leaked_graph = nullptr;
                   },
                   {}});
+  // ------------------------------------------------------------------ stream work and capture
+
+  // Stream work of every kind on scratch buffers; with `fork`, half of it on a forked stream.
+  auto stream_work = [&f, n, sc](World& wd, Capture* c, bool allocs) {
+    for (int i = 0; i < n; ++i) {
+      const Stream& s = (c && i % 2) ? f.s2 : f.stream;
+      if (c && i % 2) c->fork(f.s2);
+      s.launch(f.k.scale, Grid{1}, Block{4}, sc(i), 1.0f, 4);
+      s.memset(sc(i + 1), 1.0f);
+      s.memcpy(sc(i + 2), sc(i + 3));
+      s.host([o = wd.new_w()] {});
+      s.record(f.e2);
+      s.wait(f.e2);
+      if (allocs) {
+        AllocResult<float> m = s.alloc_async<float>(4);
+        s.launch(f.k.fill, Grid{1}, Block{4}, m.memory, 1.0f, 4);
+        s.free_async(m.memory);
+      }
+      if (c && i % 2) c->join(f.s2);
+      if (c) c->keeping(Owners{wd.new_w()});
+    }
+  };
+  // Events a capture could not destroy are leaked (reported), like a refused graph destroy.
+  auto count_leaked_events = [](World& wd) {
+    for (const std::string& r : wd.reports)
+      if (r.find("fork/join event") != std::string::npos) ++wd.leaked_events;
+  };
+
+  list.push_back({"stream work of every kind outside capture, kept until the stream has passed it",
+                  plain,
+                  [&f, stream_work](World& wd) {
+                    auto passed = [&f] {
+                      f.stream.synchronize();
+                      REQUIRE(wait_reclaimed(5s));
+                    };
+                    try {
+                      stream_work(wd, nullptr, false);
+                      passed();
+                    } catch (...) {
+                      passed();  // what the stream kept goes once it has passed it (the fault was spent)
+                      throw;
+                    }
+                  },
+                  still_runs,
+                  {}});
+
+  list.push_back({"a stream capture of work of every kind, with forks, joins and kept owners",
+                  plain,
+                  [&f, stream_work](World& wd) {
+                    wd.made_graph.emplace(capture(f.stream, [&](Capture& c) { stream_work(wd, &c, true); }));
+                  },
+                  [&f, count_leaked_events](World& wd) {
+                    count_leaked_events(wd);
+                    GraphExec e = wd.made_graph->instantiate();
+                    e.launch(f.stream);
+                    f.stream.synchronize();
+                    still_runs_plain(f, wd);
+                  },
+                  [count_leaked_events](World& wd) {
+                    count_leaked_events(wd);
+                    CHECK_FALSE(wd.made_graph.has_value());
+                  }});
+
+  list.push_back({"an edit capturing stream work into regions at the top, in a child graph and in a body",
+                  rich,
+                  [&f, stream_work, sc](World& wd) {
+                    wd.g->edit([&](Edit& e) {
+                      auto r = e.after(wd.kn).capture(f.stream, [&](Capture& c) { stream_work(wd, &c, false); });
+                      e.after(r.node).keeping(Owners{wd.new_w()}).empty();
+                      e.in(wd.children.front().graph).capture(f.stream, [&] {
+                        f.stream.launch(f.k.scale, Grid{1}, Block{4}, sc(0), 1.0f, 4);
+                        f.stream.host([o = wd.new_w()] {});
+                      });
+                      e.in(wd.loop.body).capture(f.stream, [&] {
+                        f.stream.launch(f.k.scale, Grid{1}, Block{4}, sc(1), 1.0f, 4);
+                      });
+                    });
+                  },
+                  [still_runs, count_leaked_events](World& wd) {
+                    count_leaked_events(wd);
+                    still_runs(wd);
+                  },
+                  count_leaked_events});
+
+  // The loop's step as one call (capture and launch are swept above): the captured source has
+  // the executable's topology (a whole update) or not (a re-instantiation).
+  for (bool reshaped : {false, true})
+    list.push_back({reshaped ? "the capture-update loop's step re-instantiating for a captured graph of another shape"
+                             : "the capture-update loop's step updating an executable from a new capture",
+                    [&f, sc, reshaped](World& wd) {
+                      f.plain(wd);
+                      auto step = [&](int i, bool more) {
+                        return capture(f.stream, [&] {
+                          f.stream.launch(f.k.scale, Grid{1}, Block{4}, sc(i), 1.0f, 4);
+                          f.stream.host([o = wd.old_w()] {});
+                          if (more) f.stream.launch(f.k.scale, Grid{1}, Block{4}, sc(i + 1), 1.0f, 4);
+                        });
+                      };
+                      wd.made_graph.emplace(step(0, false));  // kept: the op destroys no graph
+                      wd.made_exec.emplace(wd.made_graph->instantiate());
+                      wd.alt.emplace(step(1, reshaped));
+                    },
+                    [reshaped](World& wd) {
+                      wd.leaked_exec = wd.made_exec->get();  // replaced (if re-instantiated) on the reclaimer
+                      UpdateResult r = wd.made_exec->update_or_reinstantiate(*wd.alt);
+                      CHECK(r.reinstantiated == reshaped);
+                      REQUIRE(wait_reclaimed(5s));
+                    },
+                    [&f, reshaped](World& wd) {
+                      bool leaked = false;
+                      for (const std::string& r : wd.reports) {
+                        if (r.find("destroying an executable graph") != std::string::npos) leaked = true;
+                        // The replaced executable's accumulator (its cuUserObjectRelease refused).
+                        if (r.find("releasing an executable's owner accumulator:") != std::string::npos)
+                          wd.leaked_accumulators = 1;
+                      }
+                      if (!reshaped || !leaked) wd.leaked_exec = nullptr;
+                      wd.made_exec->launch(f.stream);
+                      f.stream.synchronize();
+                    },
+                    [](World& wd) { wd.leaked_exec = nullptr; }});
   return list;
 }
 
