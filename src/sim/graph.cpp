@@ -454,7 +454,8 @@ CUresult sim_cuGraphDestroy(CUgraph h) {
     // capture_facts c10n: refused, and the capture goes on into the same graph. Not observed for a
     // graph that only contains the capture's graph; refused too, since it would destroy it.
     if (graph_in_capture(g))
-      return fail(CUDA_ERROR_ILLEGAL_STATE, "cuGraphDestroy of a graph that an ongoing stream capture is capturing into");
+      return fail(CUDA_ERROR_ILLEGAL_STATE,
+                  "cuGraphDestroy of a graph that an ongoing stream capture is capturing into");
     destroy_graph(g, released);
   }
   // Destructors run here, on the calling thread, after the graph lock is released (2b2).
@@ -1014,7 +1015,8 @@ CUresult sim_cuGraphNodeSetParams(CUgraphNode h, CUgraphNodeParams* p) {
         Graph* old = cp.graph;
         // Not observed; refused since it would destroy the graph an ongoing capture captures into.
         if (graph_in_capture(old))
-          return fail(CUDA_ERROR_ILLEGAL_STATE, "the embedded graph is being captured into by an ongoing stream capture");
+          return fail(CUDA_ERROR_ILLEGAL_STATE,
+                      "the embedded graph is being captured into by an ongoing stream capture");
         cp.graph = clone_graph(child, n);
         destroy_graph(old, released);
         break;

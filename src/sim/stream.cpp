@@ -773,7 +773,8 @@ CUresult record_event(CUevent h, CUstream hs, unsigned flags, std::string_view e
     if (Capture* c = s->capture) {
       if (c->invalidated != CUDA_SUCCESS) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
       // capture_facts c1o: an external record is captured as an event record node.
-      if (flags & CU_EVENT_RECORD_EXTERNAL) return capture_node(s, CU_GRAPH_NODE_TYPE_EVENT_RECORD, Params{RecordP{e}}, entry);
+      if (flags & CU_EVENT_RECORD_EXTERNAL)
+        return capture_node(s, CU_GRAPH_NODE_TYPE_EVENT_RECORD, Params{RecordP{e}}, entry);
       // capture_facts c1i, c1l, c1y7: a plain record makes no node and leaves the dependency set as
       // it is; it marks a point other streams can fork from or join.
       e->capture = c;

@@ -91,7 +91,9 @@ LegacyOutcome run_legacy(CUcontext ctx, CUfunction noop, unsigned flags, LegacyO
         r = raw<Entry::cuMemcpyHtoD>(table(), d, static_cast<const void*>(pageable.data()), pageable.size());
         break;
       case LegacyOp::legacy_launch: r = launch_kernel(noop, CU_STREAM_LEGACY); break;
-      case LegacyOp::is_capturing: r = raw<Entry::cuStreamIsCapturing>(table(), CU_STREAM_LEGACY, &o.legacy_status); break;
+      case LegacyOp::is_capturing:
+        r = raw<Entry::cuStreamIsCapturing>(table(), CU_STREAM_LEGACY, &o.legacy_status);
+        break;
       case LegacyOp::capture_info:
         r = raw<Entry::cuStreamGetCaptureInfo>(table(), CU_STREAM_LEGACY, &o.legacy_status,
                                                static_cast<cuuint64_t*>(nullptr), static_cast<CUgraph*>(nullptr),

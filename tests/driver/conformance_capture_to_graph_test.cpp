@@ -187,7 +187,8 @@ TEST_CASE_FIXTURE(DriverFixture,
                   "c3g c3h c3i c3j: during a capture into an existing graph, cuGraphDestroyNode of any node of the "
                   "target (unrelated, upstream of the captured node, the given dependency, the current dependency) "
                   "is ILLEGAL_STATE and changes nothing: the capture goes on and the target runs") {
-  for (Victim v : {Victim::other_pre_existing, Victim::upstream_pre_existing, Victim::given_dependency, Victim::frontier}) {
+  for (Victim v :
+       {Victim::other_pre_existing, Victim::upstream_pre_existing, Victim::given_dependency, Victim::frontier}) {
     INFO(static_cast<int>(v));
     CUgraph g0 = new_graph();
     CUgraphNode A = add_kernel(g0, noop, 0);

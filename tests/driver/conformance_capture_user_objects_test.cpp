@@ -44,7 +44,8 @@ void CUDA_CB host_try(void* p) {
                                             static_cast<unsigned>(CU_USER_OBJECT_NO_DESTRUCTOR_SYNC));
   CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
   h->info = raw<Entry::cuStreamGetCaptureInfo>(t, h->cap, &st, static_cast<cuuint64_t*>(nullptr),
-                                               static_cast<CUgraph*>(nullptr), static_cast<const CUgraphNode**>(nullptr),
+                                               static_cast<CUgraph*>(nullptr),
+                                               static_cast<const CUgraphNode**>(nullptr),
                                                static_cast<const CUgraphEdgeData**>(nullptr),
                                                static_cast<std::size_t*>(nullptr));
   h->retain = raw<Entry::cuGraphRetainUserObject>(t, h->g, h->pre, 1u, 0u);
