@@ -136,6 +136,15 @@ bool allowed_in_destructor(Entry e) {
          e == Entry::cuGetErrorName || e == Entry::cuGetErrorString;
 }
 
+// What the driver served inside a host function: cuStreamQuery, and cuUserObjectCreate,
+// cuStreamGetCaptureInfo and cuGraphRetainUserObject (capture_facts c2i, c2j, also on a capture's
+// graph while it captures). They are still recorded as violations: the CUDA documentation forbids
+// any CUDA call there.
+bool allowed_in_callback(Entry e) {
+  return e == Entry::cuStreamQuery || e == Entry::cuUserObjectCreate || e == Entry::cuStreamGetCaptureInfo ||
+         e == Entry::cuGraphRetainUserObject;
+}
+
 void init_devices() {
   Devices& d = devices();
   std::call_once(d.once, [&] {
@@ -185,7 +194,7 @@ CUresult enter(Entry e) {
                      tether::detail::entry_name(e),
                      fmt::format("{} called from inside a {}", tether::detail::entry_name(e),
                                  dtor ? "user-object destructor" : "host function"));
-    if (!(dtor && allowed_in_destructor(e)) && !(!dtor && e == Entry::cuStreamQuery))
+    if (!(dtor && allowed_in_destructor(e)) && !(!dtor && allowed_in_callback(e)))
       return fail(CUDA_ERROR_NOT_PERMITTED, "the simulator, like the real driver, refuses CUDA calls from "
                                             "user-object destructors and host functions");
   }
@@ -1144,6 +1153,7 @@ std::string_view to_string(ViolationKind kind) noexcept {
     case ViolationKind::unloaded_module_use: return "unloaded_module_use";
     case ViolationKind::destroyed_event_use: return "destroyed_event_use";
     case ViolationKind::null_argument: return "null_argument";
+    case ViolationKind::capture_into_capturing_graph: return "capture_into_capturing_graph";
   }
   return "unknown";
 }

@@ -82,6 +82,7 @@ void gather_handles(const Graph* g, std::vector<CUgraphConditionalHandle>& out) 
 }
 
 std::shared_ptr<const ExecGraph> build(const Graph* g) {
+  if (g->discarded) return nullptr;
   auto eg = std::make_shared<ExecGraph>();
   std::unordered_map<const Node*, int> idx;
   for (std::size_t i = 0; i < g->nodes.size(); ++i) idx[g->nodes[i]] = static_cast<int>(i);
@@ -212,16 +213,23 @@ CUresult need_ctx() {
 }
 
 // The kernel nodes' attributes that cuGraphInstantiate checks (clusters against the function's
-// attributes now); the first node refused, or nullptr.
-const Node* uninstantiable(const Graph* g, CUresult& r) {
+// attributes now), and host nodes inside conditional bodies, which are accepted when they are added
+// and refused here (capture_facts c3f2: a host function captured into a body); the first node
+// refused, or nullptr. `in_body`: g is (inside) a conditional body.
+const Node* uninstantiable(const Graph* g, CUresult& r, bool in_body = false) {
   for (const Node* n : g->nodes) {
     if (auto* k = std::get_if<KernelP>(&n->params))
       if ((r = check_kernel_instantiable(*k)) != CUDA_SUCCESS) return n;
+    if (in_body && n->type == CU_GRAPH_NODE_TYPE_HOST) {
+      r = fail(CUDA_ERROR_INVALID_VALUE, "a conditional body contains a host node");
+      return n;
+    }
     std::vector<const Graph*> subs;
     if (auto* c = std::get_if<ChildP>(&n->params)) subs.push_back(c->graph);
     if (auto* c = std::get_if<CondP>(&n->params)) subs.assign(c->bodies.begin(), c->bodies.end());
+    bool body = in_body || n->type == CU_GRAPH_NODE_TYPE_CONDITIONAL;
     for (const Graph* sub : subs)
-      if (uninstantiable(sub, r)) return n;
+      if (uninstantiable(sub, r, body)) return n;
   }
   return nullptr;
 }
@@ -237,6 +245,9 @@ CUresult instantiate(CUgraphExec* out, CUgraph h, unsigned long long flags, CUgr
   std::lock_guard<std::recursive_mutex> lock(graph_mutex());
   Graph* g = graph_of(h);
   if (!g) return CUDA_ERROR_INVALID_VALUE;
+  if (contains_discarded(g))
+    return fail(CUDA_ERROR_INVALID_VALUE,
+                "the graph contains a child or conditional body graph that a failed stream capture into it destroyed");
   auto eg = build(g);
   if (!eg) {
     if (err_node) *err_node = nullptr;
@@ -356,9 +367,17 @@ CUresult sim_cuGraphLaunch(CUgraphExec h, CUstream hs) {
   if (!e) return CUDA_ERROR_INVALID_VALUE;
   Stream* s = stream_of(hs);
   if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult r = legacy_guard(s, "cuGraphLaunch")) return r;
   {
     std::lock_guard<std::recursive_mutex> lock(graph_mutex());
-    if (s->capture) return fail(CUDA_ERROR_NOT_SUPPORTED, "the simulator does not capture graph launches");
+    if (Capture* c = s->capture) {
+      if (c->invalidated != CUDA_SUCCESS) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+      // capture_facts c8a: refused, and the capture is invalidated.
+      invalidate_capture(c);
+      return fail(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+                  "cuGraphLaunch into a capturing stream (the driver does not capture graph launches; the capture "
+                  "is invalidated)");
+    }
   }
   return launch(e, s, false);
 }

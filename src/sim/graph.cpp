@@ -8,6 +8,17 @@
 
 #include "state.hpp"
 
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TETHER_SIM_ASAN
+#endif
+#elif defined(__SANITIZE_ADDRESS__)
+#define TETHER_SIM_ASAN
+#endif
+#ifdef TETHER_SIM_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
 namespace tether::sim::detail {
 
 namespace {
@@ -20,6 +31,47 @@ struct Registry {
   std::uint64_t next_cond = 0x1000;
 };
 Registry& reg() { return immortal<Registry>(); }
+
+// Why graphs and nodes come from free lists: the driver hands the handle value of a destroyed graph
+// (and of the nodes that went with it) to the next one it makes, every time (capture_facts c10r:
+// 19 of 19 cycles). A map keyed by a handle that outlives its object must fail in tests too, so
+// the most recently freed storage is reused first. Destroyed nodes of a live graph are not freed
+// (they stay as zombies, so that a stale node handle is recognised), nor are user objects.
+template <class T>
+class Pool {
+ public:
+  T* make() {
+    if (free_.empty()) return new T;
+    void* p = free_.back();
+    free_.pop_back();
+    unpoison(p);
+    return new (p) T;
+  }
+  void drop(T* x) {
+    x->~T();
+    poison(x);
+    free_.push_back(x);
+  }
+
+ private:
+  // Under AddressSanitizer a freed object stays poisoned until it is handed out again, so a stale
+  // pointer inside the simulator is still reported.
+  static void poison([[maybe_unused]] void* p) {
+#ifdef TETHER_SIM_ASAN
+    __asan_poison_memory_region(p, sizeof(T));
+#endif
+  }
+  static void unpoison([[maybe_unused]] void* p) {
+#ifdef TETHER_SIM_ASAN
+    __asan_unpoison_memory_region(p, sizeof(T));
+#endif
+  }
+  std::vector<void*> free_;
+};
+Pool<Graph>& graph_pool() { return immortal<Pool<Graph>>(); }
+Pool<Node>& node_pool() { return immortal<Pool<Node>>(); }
+Node* new_node() { return node_pool().make(); }
+void free_node(Node* n) { node_pool().drop(n); }
 
 using Released = std::vector<std::pair<UserObj*, std::uint32_t>>;
 
@@ -43,7 +95,7 @@ CondHandle* cond_of(CUgraphConditionalHandle h) {
 }
 
 Graph* new_graph() {
-  Graph* g = new Graph;
+  Graph* g = graph_pool().make();
   reg().graphs.insert(g);
   return g;
 }
@@ -89,18 +141,55 @@ void unlink(Node* n) {
 
 }  // namespace
 
-void destroy_graph(Graph* g, Released& released) {
+namespace {
+
+// Frees the nodes of `g` and everything they own, and hands its references to `released`.
+void empty_graph(Graph* g, Released& released) {
   for (Node* n : g->nodes) drop_node_payload(n, released);
-  for (Node* n : g->nodes) reg().nodes.erase(n), delete n;
-  for (Node* n : g->zombies) reg().nodes.erase(n), delete n;
+  for (Node* n : g->nodes) reg().nodes.erase(n), free_node(n);
+  for (Node* n : g->zombies) reg().nodes.erase(n), free_node(n);
+  g->nodes.clear();
+  g->zombies.clear();
   for (auto& [u, c] : g->refs) released.emplace_back(u, c);
+  g->refs.clear();
   // Why the handles' state is kept: executables made from the graph (and their launches in flight)
   // go on using it after the graph is destroyed, as on the real driver (docs/design/driver-facts.md 8b launches an
   // executable whose graph is gone). It is only detached, so that no new node can use the handle.
   for (CUgraphConditionalHandle h : g->handles)
     if (CondHandle* c = cond_of(h)) c->graph = nullptr;
+  g->handles.clear();
+  g->clone_map.clear();
+}
+
+}  // namespace
+
+void destroy_graph(Graph* g, Released& released) {
+  empty_graph(g, released);
   reg().graphs.erase(g);
-  delete g;
+  graph_pool().drop(g);
+}
+
+void discard_capture_target(Graph* g, Released& released) {
+  if (!g->owner) {
+    destroy_graph(g, released);
+    return;
+  }
+  // Not observed: a failed capture into the embedded graph of a child node or into a conditional
+  // body. Modelled conservatively, as the root case as far as the node allows: the graph is emptied,
+  // its references released and its handle dead (INVALID_VALUE everywhere), and the owning node
+  // keeps the empty object, so that a graph containing it is refused by instantiate, clone and
+  // embedding (contains_discarded) instead of running with a body that is gone.
+  empty_graph(g, released);
+  reg().graphs.erase(g);
+  g->discarded = true;
+}
+
+bool contains_discarded(const Graph* g) {
+  if (g->discarded) return true;
+  for (const Node* n : g->nodes)
+    for (const Graph* sub : nested(n))
+      if (contains_discarded(sub)) return true;
+  return false;
 }
 
 bool contains_conditional(const Graph* g) {
@@ -126,7 +215,7 @@ Graph* clone_graph(Graph* src, Node* owner) {
   g->owner = owner;
   std::unordered_map<const Node*, Node*> map;
   for (Node* n : src->nodes) {
-    Node* c = new Node;
+    Node* c = new_node();
     c->graph = g;
     c->type = n->type;
     c->params = n->params;
@@ -305,7 +394,7 @@ CUresult add_node(CUgraphNode* out, Graph* g, const CUgraphNode* deps, std::size
   }
   if ((type == CU_GRAPH_NODE_TYPE_MEM_ALLOC || type == CU_GRAPH_NODE_TYPE_MEM_FREE) && in_conditional_body(g))
     return fail(CUDA_ERROR_INVALID_VALUE, "memory allocation nodes are not allowed in conditional bodies");
-  Node* n = new Node;
+  Node* n = new_node();
   n->graph = g;
   n->type = type;
   n->params = std::move(params);
@@ -339,6 +428,11 @@ P* params_of(Node* n) {
   return n ? std::get_if<P>(&n->params) : nullptr;
 }
 
+CUresult discarded_refusal() {
+  return fail(CUDA_ERROR_INVALID_VALUE,
+              "the graph contains a child or conditional body graph that a failed stream capture into it destroyed");
+}
+
 // ----------------------------------------------------------------------------- graphs
 
 CUresult sim_cuGraphCreate(CUgraph* out, unsigned flags) {
@@ -357,6 +451,11 @@ CUresult sim_cuGraphDestroy(CUgraph h) {
     Graph* g = graph_of(h);
     if (!g) return CUDA_ERROR_INVALID_VALUE;
     if (g->owner) return fail(CUDA_ERROR_INVALID_VALUE, "the graph belongs to a child-graph or conditional node");
+    // capture_facts c10n: refused, and the capture goes on into the same graph. Not observed for a
+    // graph that only contains the capture's graph; refused too, since it would destroy it.
+    if (graph_in_capture(g))
+      return fail(CUDA_ERROR_ILLEGAL_STATE,
+                  "cuGraphDestroy of a graph that an ongoing stream capture is capturing into");
     destroy_graph(g, released);
   }
   // Destructors run here, on the calling thread, after the graph lock is released (2b2).
@@ -370,6 +469,7 @@ CUresult sim_cuGraphClone(CUgraph* out, CUgraph h) {
   Lock lock(graph_mutex());
   Graph* g = graph_of(h);
   if (!g) return CUDA_ERROR_INVALID_VALUE;
+  if (contains_discarded(g)) return discarded_refusal();
   if (contains_conditional(g)) return fail(CUDA_ERROR_NOT_SUPPORTED, "graphs with conditional nodes cannot be cloned");
   *out = handle(clone_graph(g, nullptr));
   return CUDA_SUCCESS;
@@ -401,6 +501,7 @@ CUresult add_child(CUgraphNode* out, Graph* g, const CUgraphNode* deps, std::siz
     if (child->owner) return fail(CUDA_ERROR_INVALID_VALUE, "the graph to move is already owned by a node");
     return add_node(out, g, deps, n, CU_GRAPH_NODE_TYPE_GRAPH, Params{ChildP{child}}, entry);
   }
+  if (contains_discarded(child)) return discarded_refusal();
   if (contains_conditional(child))
     return fail(CUDA_ERROR_NOT_SUPPORTED, "a graph with conditional nodes cannot be embedded by copy");
   Graph* copy = clone_graph(child, nullptr);
@@ -658,6 +759,12 @@ CUresult sim_cuGraphDestroyNode(CUgraphNode h) {
                        "cuGraphDestroyNode on a node that was already destroyed (the real driver crashes)");
       return fail(CUDA_ERROR_INVALID_VALUE, "the node was already destroyed");
     }
+    // capture_facts c3g-c3j, c5l-c5n: refused for every node of the graph being captured into,
+    // whether a dependency of the capture or not, and nothing changes. Not observed for the node
+    // owning that graph (a child or conditional node); refused too, since it would destroy it.
+    if (node_in_capture(n))
+      return fail(CUDA_ERROR_ILLEGAL_STATE,
+                  "cuGraphDestroyNode of a node of (or owning) the graph an ongoing stream capture is capturing into");
     unlink(n);
     drop_node_payload(n, released);
     n->params = EmptyP{};
@@ -902,9 +1009,14 @@ CUresult sim_cuGraphNodeSetParams(CUgraphNode h, CUgraphNodeParams* p) {
           record_violation(ViolationKind::self_child, "cuGraphNodeSetParams", "a graph set as a child of itself");
           return CUDA_ERROR_INVALID_VALUE;
         }
+        if (contains_discarded(child)) return discarded_refusal();
         if (contains_conditional(child)) return CUDA_ERROR_NOT_SUPPORTED;
         auto& cp = std::get<ChildP>(n->params);
         Graph* old = cp.graph;
+        // Not observed; refused since it would destroy the graph an ongoing capture captures into.
+        if (graph_in_capture(old))
+          return fail(CUDA_ERROR_ILLEGAL_STATE,
+                      "the embedded graph is being captured into by an ongoing stream capture");
         cp.graph = clone_graph(child, n);
         destroy_graph(old, released);
         break;

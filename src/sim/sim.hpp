@@ -110,6 +110,9 @@ enum class ViolationKind {
   unloaded_module_use,   ///< a launch used a function whose module or library was unloaded
   destroyed_event_use,   ///< an event record/wait node or operation used a destroyed event
   null_argument,         ///< a NULL pointer the real driver dereferences unchecked (it crashes)
+  /// cuStreamBeginCaptureToGraph into a graph that an ongoing capture captures into (the real
+  /// driver crashes)
+  capture_into_capturing_graph,
 };
 
 /// "use_after_free", ...

@@ -64,7 +64,10 @@ CUresult fail(CUresult r, std::string explanation);
 struct Ctx {
   int device = 0;
   int primary_refs = 0;
-  Stream* null_stream = nullptr;  // created on first use
+  Stream* null_stream = nullptr;  // the legacy default stream, created on first use
+  // The per-thread default streams (CU_STREAM_PER_THREAD), one per thread that used it: a stream of
+  // its own, which can capture where the legacy stream cannot (capture_facts c10a, c10b).
+  std::unordered_map<std::thread::id, Stream*> per_thread;
 };
 Ctx* ctx_of(CUcontext c);
 CUcontext handle(Ctx* c);
@@ -105,6 +108,18 @@ void wait_callbacks_idle();
 // Capture-mode rules (capture_facts c4): for a "potentially unsafe" call of this thread, the
 // captures it invalidates; returns CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED if there was one.
 CUresult unsafe_call_guard(std::string_view entry);
+// An operation on the legacy default stream while a blocking stream of its context captures:
+// CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, and that capture is invalidated, whatever the modes
+// (capture_facts c4 @blocking rows, c10c). Success for any other stream.
+CUresult legacy_guard(struct Stream* s, std::string_view entry);
+// Invalidates an ongoing capture (its next captured operation and its end fail). Graph mutex held.
+void invalidate_capture(struct Capture* c);
+// Whether `g`, or a graph nested in `g`, is the graph of an ongoing capture (capture_facts c10n:
+// such a graph cannot be destroyed). Graph mutex held.
+bool graph_in_capture(const struct Graph* g);
+// Whether destroying node `n` would change the graph of an ongoing capture: it belongs to that
+// graph (capture_facts c3g-c3j, c5l-c5n) or owns it. Graph mutex held.
+bool node_in_capture(const struct Node* n);
 
 // ----------------------------------------------------------------------------- user objects
 
@@ -219,7 +234,7 @@ struct Capture {
   struct Graph* graph = nullptr;
   Ctx* ctx = nullptr;
   std::thread::id thread;  // the thread that began it (THREAD_LOCAL / GLOBAL rules, WRONG_THREAD)
-  bool owns_graph = true;
+  bool owns_graph = true;  // false: cuStreamBeginCaptureToGraph into an existing graph
   std::uint64_t id = 0;
   CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
   CUresult invalidated = CUDA_SUCCESS;
@@ -237,6 +252,8 @@ struct Stream {
   std::uint64_t enqueued = 0;
   std::uint64_t completed = 0;
   bool stop = false;
+  bool implicit = false;  // a default stream (legacy or per-thread), not made by cuStreamCreate
+  bool legacy = false;    // the legacy default stream (0, CU_STREAM_LEGACY)
   std::thread worker;
   // capture state (guarded by the simulator's graph mutex)
   Capture* capture = nullptr;
@@ -349,6 +366,12 @@ struct Graph {
   std::uint64_t next_serial = 0;
   std::unordered_map<const Node*, Node*> clone_map;  // original node -> node here (FindInClone)
   std::vector<CUgraphConditionalHandle> handles;     // conditional handles created on this graph
+  // The sequence id of the captures into this graph: a second capture into the same existing graph
+  // reported the first one's id (capture_facts c3c). 0 until the first capture.
+  std::uint64_t capture_id = 0;
+  // A graph owned by a node (embedded or conditional body) that a failed capture into it destroyed:
+  // its handle is dead and it is empty; the node keeps the object until it goes (discard_capture_target).
+  bool discarded = false;
 };
 
 // The simulator's big lock for graphs, nodes, execs and captures. Never held while a
@@ -383,6 +406,12 @@ Graph* clone_graph(Graph* src, Node* owner);
 bool contains_conditional(const Graph* g);
 // Destroys a graph and every nested graph; collects the references it held into `released`.
 void destroy_graph(Graph* g, std::vector<std::pair<UserObj*, std::uint32_t>>& released);
+// What an invalidated or failed capture into an existing graph does to that graph: destroys it
+// (capture_facts c3k, c3l), or, for a graph owned by a node, empties it and kills its handle.
+void discard_capture_target(Graph* g, std::vector<std::pair<UserObj*, std::uint32_t>>& released);
+// Whether `g` or a graph nested in it was discarded by a failed capture (it cannot be instantiated,
+// cloned or embedded).
+bool contains_discarded(const Graph* g);
 void release_collected(std::vector<std::pair<UserObj*, std::uint32_t>>& released, std::string_view entry);
 // References of a graph and its nested graphs (for instantiate and exec updates).
 void collect_refs(const Graph* g, int top_node, std::vector<RefEntry>& out);

@@ -32,9 +32,13 @@ void invalidate(Capture* c) {
   if (c->invalidated == CUDA_SUCCESS) c->invalidated = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 }
 
-// Ends a capture without a graph: its streams leave it, recorded events stop marking it, and an
-// owned graph is destroyed (its references are returned in `released`).
-void drop_capture(Capture* c, std::vector<std::pair<UserObj*, std::uint32_t>>& released, bool destroy);
+// Ends a capture: its streams leave it and recorded events stop marking it. A capture that failed
+// (invalidated, unjoined, ended from the wrong thread, its stream destroyed) leaves no graph: the
+// graph it made is destroyed, and so is an existing graph it captured into (capture_facts c3k,
+// c3l); their references are returned in `released`.
+void drop_capture(Capture* c, std::vector<std::pair<UserObj*, std::uint32_t>>& released, bool failed);
+
+bool is_legacy(const Stream* s) { return s->legacy; }
 
 Stream* make_stream(Ctx* ctx, unsigned flags, int priority) {
   Stream* s = new Stream;
@@ -92,19 +96,31 @@ bool Stream::idle() {
   return completed == enqueued;
 }
 
+namespace {
+// A default stream of `c`: blocking, never destroyed. Caller holds streams().mu.
+Stream* make_default_stream(Ctx* c, bool legacy) {
+  Stream* s = new Stream;
+  s->ctx = c;
+  s->implicit = true;
+  s->legacy = legacy;
+  s->worker = std::thread([s] { s->run(); });
+  s->worker.detach();
+  streams().live.insert(s);
+  return s;
+}
+}  // namespace
+
 Stream* stream_of(CUstream h) {
   if (h == nullptr || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD) {
     Ctx* c = current_ctx();
     if (!c) return nullptr;
     std::lock_guard lock(streams().mu);
-    if (!c->null_stream) {
-      Stream* s = new Stream;
-      s->ctx = c;
-      s->worker = std::thread([s] { s->run(); });
-      s->worker.detach();
-      streams().live.insert(s);
-      c->null_stream = s;
+    if (h == CU_STREAM_PER_THREAD) {
+      Stream*& s = c->per_thread[std::this_thread::get_id()];
+      if (!s) s = make_default_stream(c, false);
+      return s;
     }
+    if (!c->null_stream) c->null_stream = make_default_stream(c, true);
     return c->null_stream;
   }
   Stream* s = reinterpret_cast<Stream*>(h);
@@ -304,6 +320,7 @@ CUDA_MEMSET_NODE_PARAMS linear_set(CUdeviceptr dst, unsigned value, unsigned esi
 // `make` builds the node's type and parameters; `op` is what the stream executes.
 CUresult enqueue(Stream* s, std::string_view entry, CUgraphNodeType type, const std::function<Params()>& make,
                  std::function<void()> op) {
+  if (CUresult r = legacy_guard(s, entry)) return r;
   {
     std::lock_guard lock(graph_mutex());
     if (Capture* c = s->capture) {
@@ -324,10 +341,15 @@ CUresult enqueue(Stream* s, std::string_view entry, CUgraphNodeType type, const 
   return CUDA_SUCCESS;
 }
 
-// Synchronous operations are ordered after the legacy default stream, like the real driver's.
-void sync_default() {
+// Synchronous operations are ordered after the legacy default stream, like the real driver's, and
+// so are legacy-stream operations for the capture rules (capture_facts c4 memcpy_htod@blocking).
+CUresult sync_default(std::string_view entry) {
   // stream_of(nullptr) is the current context's default stream, or nullptr without a context.
-  if (Stream* s = stream_of(nullptr)) s->wait_idle();
+  Stream* s = stream_of(nullptr);
+  if (!s) return CUDA_SUCCESS;
+  if (CUresult r = legacy_guard(s, entry)) return r;
+  s->wait_idle();
+  return CUDA_SUCCESS;
 }
 
 bool capturing(Stream* s) {
@@ -339,6 +361,7 @@ bool capturing(Stream* s) {
 // any other stream is a "potentially unsafe" call (capture_facts c4 stream_* rows).
 CUresult stream_guard(Stream* s, std::string_view entry) {
   if (g_active.load() == 0) return CUDA_SUCCESS;
+  if (CUresult r = legacy_guard(s, entry)) return r;
   {
     std::lock_guard lock(graph_mutex());
     if (s->capture) {
@@ -371,7 +394,7 @@ CUresult sim_cuMemcpy(CUdeviceptr dst, CUdeviceptr src, std::size_t n) {
   TETHER_SIM_ENTER(cuMemcpy);
   if (CUresult r = need_ctx()) return r;
   CUDA_MEMCPY3D c = linear_copy(CU_MEMORYTYPE_UNIFIED, nullptr, dst, CU_MEMORYTYPE_UNIFIED, nullptr, src, n);
-  sync_default();
+  if (CUresult r = sync_default("cuMemcpy")) return r;
   run_memcpy(c, "cuMemcpy");
   return CUDA_SUCCESS;
 }
@@ -380,7 +403,7 @@ CUresult sim_cuMemcpyHtoD(CUdeviceptr dst, const void* src, std::size_t n) {
   if (CUresult r = need_ctx()) return r;
   if (CUresult r = check_device(dst, n, "cuMemcpyHtoD")) return r;
   if (CUresult r = check_host(src, n, "cuMemcpyHtoD")) return r;
-  sync_default();
+  if (CUresult r = sync_default("cuMemcpyHtoD")) return r;
   run_memcpy(linear_copy(CU_MEMORYTYPE_DEVICE, nullptr, dst, CU_MEMORYTYPE_HOST, src, 0, n), "cuMemcpyHtoD");
   return CUDA_SUCCESS;
 }
@@ -389,7 +412,7 @@ CUresult sim_cuMemcpyDtoH(void* dst, CUdeviceptr src, std::size_t n) {
   if (CUresult r = need_ctx()) return r;
   if (CUresult r = check_device(src, n, "cuMemcpyDtoH")) return r;
   if (CUresult r = check_host(dst, n, "cuMemcpyDtoH")) return r;
-  sync_default();
+  if (CUresult r = sync_default("cuMemcpyDtoH")) return r;
   run_memcpy(linear_copy(CU_MEMORYTYPE_HOST, dst, 0, CU_MEMORYTYPE_DEVICE, nullptr, src, n), "cuMemcpyDtoH");
   return CUDA_SUCCESS;
 }
@@ -398,7 +421,7 @@ CUresult sim_cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, std::size_t n) {
   if (CUresult r = need_ctx()) return r;
   if (CUresult r = check_device(dst, n, "cuMemcpyDtoD")) return r;
   if (CUresult r = check_device(src, n, "cuMemcpyDtoD")) return r;
-  sync_default();
+  if (CUresult r = sync_default("cuMemcpyDtoD")) return r;
   run_memcpy(linear_copy(CU_MEMORYTYPE_DEVICE, nullptr, dst, CU_MEMORYTYPE_DEVICE, nullptr, src, n), "cuMemcpyDtoD");
   return CUDA_SUCCESS;
 }
@@ -447,7 +470,7 @@ CUresult set(CUdeviceptr dst, unsigned value, unsigned esize, std::size_t n, CUs
   if (CUresult r = check_device(dst, n * esize, entry)) return r;
   CUDA_MEMSET_NODE_PARAMS m = linear_set(dst, value, esize, n);
   if (!async) {
-    sync_default();
+    if (CUresult r = sync_default(entry)) return r;
     run_memset(m, entry);
     return CUDA_SUCCESS;
   }
@@ -726,33 +749,41 @@ Event* live_event(CUevent h, std::string_view entry) {
   }
   return e;
 }
+// Adds a node of `type` after the stream's capture dependency set, which becomes that node.
+CUresult capture_node(Stream* s, CUgraphNodeType type, Params params, std::string_view entry) {
+  Capture* c = s->capture;
+  CUgraphNode n = nullptr;
+  std::vector<CUgraphNode> deps;
+  for (Node* d : s->capture_deps) deps.push_back(handle(d));
+  CUresult r = add_node(&n, c->graph, deps.data(), deps.size(), type, std::move(params), entry);
+  if (r != CUDA_SUCCESS) return r;
+  s->capture_deps = {node_of(n)};
+  return CUDA_SUCCESS;
+}
+
 CUresult record_event(CUevent h, CUstream hs, unsigned flags, std::string_view entry) {
   if (flags & ~unsigned{CU_EVENT_RECORD_EXTERNAL}) return CUDA_ERROR_INVALID_VALUE;
   Event* e = live_event(h, entry);
   if (!e) return CUDA_ERROR_INVALID_HANDLE;
   Stream* s = stream_of(hs);
   if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult r = legacy_guard(s, entry)) return r;
   {
     std::lock_guard lock(graph_mutex());
-    if (s->capture && (flags & CU_EVENT_RECORD_EXTERNAL)) {
-      // capture_facts c1y5: an external record is captured as an event record node.
-      Capture* c = s->capture;
+    if (Capture* c = s->capture) {
       if (c->invalidated != CUDA_SUCCESS) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-      CUgraphNode n = nullptr;
-      std::vector<CUgraphNode> deps;
-      for (Node* d : s->capture_deps) deps.push_back(handle(d));
-      CUresult r = add_node(&n, c->graph, deps.data(), deps.size(), CU_GRAPH_NODE_TYPE_EVENT_RECORD, Params{RecordP{e}},
-                            entry);
-      if (r != CUDA_SUCCESS) return r;
-      s->capture_deps = {node_of(n)};
-      return CUDA_SUCCESS;
-    }
-    if (s->capture) {
-      // A record during capture marks a point other streams can join (fork/join), not a node.
-      e->capture = s->capture;
+      // capture_facts c1o: an external record is captured as an event record node.
+      if (flags & CU_EVENT_RECORD_EXTERNAL)
+        return capture_node(s, CU_GRAPH_NODE_TYPE_EVENT_RECORD, Params{RecordP{e}}, entry);
+      // capture_facts c1i, c1l, c1y7: a plain record makes no node and leaves the dependency set as
+      // it is; it marks a point other streams can fork from or join.
+      e->capture = c;
       e->capture_deps = s->capture_deps;
       return CUDA_SUCCESS;
     }
+    // Recorded outside any capture now: a wait on it no longer forks or joins one.
+    e->capture = nullptr;
+    e->capture_deps.clear();
   }
   std::uint64_t gen;
   {
@@ -777,31 +808,45 @@ CUresult sim_cuStreamWaitEvent(CUstream hs, CUevent h, unsigned flags) {
   if (!e) return CUDA_ERROR_INVALID_HANDLE;
   Stream* s = stream_of(hs);
   if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult r = legacy_guard(s, "cuStreamWaitEvent")) return r;
   {
     std::lock_guard lock(graph_mutex());
-    if (e->capture) {
-      Capture* c = e->capture;
-      if (s->capture && s->capture != c) return CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
-      if (!s->capture) {
+    Capture* mine = s->capture;
+    if (mine && mine->invalidated != CUDA_SUCCESS) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    if (mine && (flags & CU_EVENT_WAIT_EXTERNAL)) {
+      // capture_facts c1p: an external wait is captured as an event wait node. (Observed for an
+      // event recorded outside the capture; for one recorded in it the flag's documented meaning,
+      // a node, is followed too.)
+      return capture_node(s, CU_GRAPH_NODE_TYPE_WAIT_EVENT, Params{WaitP{e}}, "cuStreamWaitEvent");
+    }
+    if (Capture* c = e->capture) {
+      if (mine && mine != c) {
+        // capture_facts c1y8: merging two captures is refused and invalidates both.
+        invalidate(mine);
+        invalidate(c);
+        return fail(CUDA_ERROR_STREAM_CAPTURE_MERGE,
+                    "cuStreamWaitEvent of a stream in one capture on an event recorded in another capture (both "
+                    "captures are invalidated)");
+      }
+      if (!mine) {
+        // capture_facts c1j: a fork; the stream joins the capture with the event's dependency set.
         s->capture = c;
         s->capture_deps.clear();
         c->streams.push_back(s);
       }
+      // capture_facts c1m: a join adds the event's set to the stream's (no node).
       for (Node* d : e->capture_deps)
         if (std::find(s->capture_deps.begin(), s->capture_deps.end(), d) == s->capture_deps.end())
           s->capture_deps.push_back(d);
       return CUDA_SUCCESS;
     }
-    if (s->capture) {
-      // Waiting on an event recorded outside the capture becomes an event wait node.
-      CUgraphNode n = nullptr;
-      std::vector<CUgraphNode> deps;
-      for (Node* d : s->capture_deps) deps.push_back(handle(d));
-      CUresult r = add_node(&n, s->capture->graph, deps.data(), deps.size(), CU_GRAPH_NODE_TYPE_WAIT_EVENT,
-                            Params{WaitP{e}}, "cuStreamWaitEvent");
-      if (r != CUDA_SUCCESS) return r;
-      s->capture_deps = {node_of(n)};
-      return CUDA_SUCCESS;
+    if (mine) {
+      // capture_facts c1y3: an event recorded outside the capture cannot be waited on without
+      // CU_EVENT_WAIT_EXTERNAL; the capture is invalidated.
+      invalidate(mine);
+      return fail(CUDA_ERROR_STREAM_CAPTURE_ISOLATION,
+                  "a capturing stream waited on an event recorded outside the capture without CU_EVENT_WAIT_EXTERNAL "
+                  "(the capture is invalidated)");
     }
   }
   std::uint64_t gen;
@@ -853,10 +898,26 @@ CUresult begin_capture(Stream* s, Graph* g, bool owns, const CUgraphNode* deps, 
                        CUstreamCaptureMode mode) {
   std::lock_guard lock(graph_mutex());
   if (s->capture) return CUDA_ERROR_ILLEGAL_STATE;
+  if (g) {
+    for (std::size_t i = 0; i < n; ++i) {
+      Node* d = node_of(deps[i]);
+      if (!d || d->destroyed || d->graph != g) return CUDA_ERROR_INVALID_VALUE;
+    }
+    for (Capture* other : active_captures())
+      if (other->graph == g) {
+        // The probe's two cases that did this (two streams capturing into one existing graph, and
+        // a capture into the graph of another ongoing capture) crashed the H200's driver
+        // (capture_facts ctg_two_streams, x_ctg_into_capture_graph).
+        record_violation(ViolationKind::capture_into_capturing_graph, "cuStreamBeginCaptureToGraph",
+                         "a capture into a graph that an ongoing capture is capturing into (the real driver crashes)");
+        return fail(CUDA_ERROR_ILLEGAL_STATE, "the graph is the graph of an ongoing stream capture");
+      }
+  }
   Capture* c = new Capture;
   c->graph = g ? g : new_graph();
   c->owns_graph = owns;
-  c->id = ++g_capture_ids;
+  if (c->graph->capture_id == 0) c->graph->capture_id = ++g_capture_ids;
+  c->id = c->graph->capture_id;
   c->mode = mode;
   c->ctx = s->ctx;
   c->thread = std::this_thread::get_id();
@@ -864,78 +925,94 @@ CUresult begin_capture(Stream* s, Graph* g, bool owns, const CUgraphNode* deps, 
   c->streams.push_back(s);
   s->capture = c;
   s->capture_deps.clear();
-  for (std::size_t i = 0; i < n; ++i) {
-    Node* d = node_of(deps[i]);
-    if (!d || d->destroyed || d->graph != c->graph) {
-      s->capture = nullptr;
-      if (owns) {
-        std::vector<std::pair<UserObj*, std::uint32_t>> none;
-        destroy_graph(c->graph, none);
-      }
-      delete c;
-      return CUDA_ERROR_INVALID_VALUE;
-    }
-    s->capture_deps.push_back(d);
-  }
+  for (std::size_t i = 0; i < n; ++i) s->capture_deps.push_back(node_of(deps[i]));
   active_captures().push_back(c);
   g_active.fetch_add(1);
   return CUDA_SUCCESS;
 }
 CUresult sim_cuStreamBeginCapture(CUstream h, CUstreamCaptureMode mode) {
   TETHER_SIM_ENTER(cuStreamBeginCapture);
+  // capture_facts c10a (the legacy stream cannot capture), c10b (the per-thread stream can).
   if (h == nullptr || h == CU_STREAM_LEGACY) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   Stream* s = stream_of(h);
   if (!s) return CUDA_ERROR_INVALID_HANDLE;
   return begin_capture(s, nullptr, true, nullptr, 0, mode);
 }
-CUresult sim_cuStreamBeginCaptureToGraph(CUstream h, CUgraph hg, const CUgraphNode* deps, const CUgraphEdgeData*,
+CUresult sim_cuStreamBeginCaptureToGraph(CUstream h, CUgraph hg, const CUgraphNode* deps, const CUgraphEdgeData* edges,
                                          std::size_t n, CUstreamCaptureMode mode) {
   TETHER_SIM_ENTER(cuStreamBeginCaptureToGraph);
   if (h == nullptr || h == CU_STREAM_LEGACY) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   Stream* s = stream_of(h);
   if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  if (edges)
+    for (std::size_t i = 0; i < n; ++i)
+      if (edges[i].from_port || edges[i].to_port || edges[i].type)
+        return fail(CUDA_ERROR_NOT_SUPPORTED, "the simulator models default edges only");
   std::lock_guard lock(graph_mutex());
   Graph* g = graph_of(hg);
   if (!g || (n && !deps)) return CUDA_ERROR_INVALID_VALUE;
   return begin_capture(s, g, false, deps, n, mode);
 }
+
+// capture_facts c2g, c3l: every stream forked into the capture must be joined back into the origin
+// before the end: its dependency set (its last captured work) must be upstream of, or be, the
+// origin's. Nodes added explicitly and never joined do not count (c5e).
+bool unjoined(const Capture* c) {
+  std::unordered_set<const Node*> upstream;
+  std::vector<const Node*> todo(c->origin->capture_deps.begin(), c->origin->capture_deps.end());
+  while (!todo.empty()) {
+    const Node* n = todo.back();
+    todo.pop_back();
+    if (upstream.insert(n).second) todo.insert(todo.end(), n->deps.begin(), n->deps.end());
+  }
+  for (const Stream* x : c->streams)
+    if (x != c->origin)
+      for (const Node* d : x->capture_deps)
+        if (!upstream.count(d)) return true;
+  return false;
+}
+
 CUresult sim_cuStreamEndCapture(CUstream h, CUgraph* out) {
   TETHER_SIM_ENTER(cuStreamEndCapture);
   if (!out) return CUDA_ERROR_INVALID_VALUE;
   Stream* s = stream_of(h);
   if (!s) return CUDA_ERROR_INVALID_HANDLE;
-  std::lock_guard lock(graph_mutex());
-  Capture* c = s->capture;
-  if (!c) return CUDA_ERROR_ILLEGAL_STATE;
-  if (c->origin != s) {
-    invalidate(c);  // capture_facts c10f: the origin's capture is invalidated
-    return CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
-  }
+  if (CUresult r = legacy_guard(s, "cuStreamEndCapture")) return r;
   std::vector<std::pair<UserObj*, std::uint32_t>> released;
-  if (c->mode != CU_STREAM_CAPTURE_MODE_RELAXED && c->thread != std::this_thread::get_id()) {
-    // capture_facts c10h, c10i: refused, and the capture is over (status NONE afterwards).
-    drop_capture(c, released, true);
-    release_collected(released, "cuStreamEndCapture");
-    *out = nullptr;
-    return fail(CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD,
-                "cuStreamEndCapture from another thread than the one that began a GLOBAL or THREAD_LOCAL capture");
+  CUresult result = CUDA_SUCCESS;
+  {
+    std::lock_guard lock(graph_mutex());
+    Capture* c = s->capture;
+    if (!c) return CUDA_ERROR_ILLEGAL_STATE;
+    if (c->origin != s) {
+      invalidate(c);  // capture_facts c10f: the origin's capture is invalidated
+      return CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
+    }
+    Graph* g = c->graph;
+    if (c->mode != CU_STREAM_CAPTURE_MODE_RELAXED && c->thread != std::this_thread::get_id()) {
+      // capture_facts c10h, c10i: refused, and the capture is over (status NONE afterwards).
+      result = fail(CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD,
+                    "cuStreamEndCapture from another thread than the one that began a GLOBAL or THREAD_LOCAL capture");
+    } else if (c->invalidated != CUDA_SUCCESS) {
+      result = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    } else if (unjoined(c)) {
+      result = fail(CUDA_ERROR_STREAM_CAPTURE_UNJOINED,
+                    "a stream forked into the capture was not joined back into the stream that began it");
+    }
+    drop_capture(c, released, result != CUDA_SUCCESS);
+    *out = result == CUDA_SUCCESS ? handle(g) : nullptr;
   }
-  CUresult r = c->invalidated;
-  Graph* g = c->graph;
-  drop_capture(c, released, r != CUDA_SUCCESS);
+  // Destructors of the references a failed capture held run here, on the calling thread, after
+  // the graph lock is released (capture_facts c2f, c2g, c3k).
   release_collected(released, "cuStreamEndCapture");
-  if (r != CUDA_SUCCESS) {
-    *out = nullptr;
-    return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-  }
-  *out = handle(g);
-  return CUDA_SUCCESS;
+  return result;
 }
 CUresult sim_cuStreamIsCapturing(CUstream h, CUstreamCaptureStatus* st) {
   TETHER_SIM_ENTER(cuStreamIsCapturing);
   if (!st) return CUDA_ERROR_INVALID_VALUE;
   Stream* s = stream_of(h);
   if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult r = legacy_guard(s, "cuStreamIsCapturing")) return r;  // capture_facts c10c
   std::lock_guard lock(graph_mutex());
   *st = !s->capture                                 ? CU_STREAM_CAPTURE_STATUS_NONE
         : s->capture->invalidated != CUDA_SUCCESS ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
@@ -948,17 +1025,25 @@ CUresult sim_cuStreamGetCaptureInfo(CUstream h, CUstreamCaptureStatus* st, cuuin
   if (!st) return CUDA_ERROR_INVALID_VALUE;
   Stream* s = stream_of(h);
   if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult r = legacy_guard(s, "cuStreamGetCaptureInfo")) return r;  // capture_facts c10c
   std::lock_guard lock(graph_mutex());
   Capture* c = s->capture;
-  *st = !c ? CU_STREAM_CAPTURE_STATUS_NONE
-           : c->invalidated != CUDA_SUCCESS ? CU_STREAM_CAPTURE_STATUS_INVALIDATED : CU_STREAM_CAPTURE_STATUS_ACTIVE;
-  if (id) *id = c ? c->id : 0;
-  if (graph) *graph = c ? handle(c->graph) : nullptr;
+  if (!c) {
+    // capture_facts c1x: only the status is written; the other outputs keep what they held.
+    *st = CU_STREAM_CAPTURE_STATUS_NONE;
+    return CUDA_SUCCESS;
+  }
+  bool active = c->invalidated == CUDA_SUCCESS;
+  *st = active ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+  if (id) *id = c->id;
+  // capture_facts c2f, c2k: an invalidated capture reports no graph (the graph lives on until the
+  // end); no dependencies either (not observed).
+  if (graph) *graph = active ? handle(c->graph) : nullptr;
   // Why thread-local arrays: the driver's arrays stay valid until the next capture call on the stream.
   thread_local std::vector<CUgraphNode> dep_handles;
   thread_local std::vector<CUgraphEdgeData> edge_data;
   dep_handles.clear();
-  if (c)
+  if (active)
     for (Node* d : s->capture_deps) dep_handles.push_back(handle(d));
   edge_data.assign(dep_handles.size(), CUgraphEdgeData{});
   if (deps) *deps = dep_handles.empty() ? nullptr : dep_handles.data();
@@ -966,17 +1051,25 @@ CUresult sim_cuStreamGetCaptureInfo(CUstream h, CUstreamCaptureStatus* st, cuuin
   if (n) *n = dep_handles.size();
   return CUDA_SUCCESS;
 }
-CUresult sim_cuStreamUpdateCaptureDependencies(CUstream h, CUgraphNode* deps, const CUgraphEdgeData*, std::size_t n,
-                                               unsigned flags) {
+CUresult sim_cuStreamUpdateCaptureDependencies(CUstream h, CUgraphNode* deps, const CUgraphEdgeData* edges,
+                                               std::size_t n, unsigned flags) {
   TETHER_SIM_ENTER(cuStreamUpdateCaptureDependencies);
-  if (flags > CU_STREAM_SET_CAPTURE_DEPENDENCIES || (n && !deps)) return CUDA_ERROR_INVALID_VALUE;
+  if (flags > CU_STREAM_SET_CAPTURE_DEPENDENCIES || (n && !deps)) return CUDA_ERROR_INVALID_VALUE;  // c5f
+  if (edges)
+    for (std::size_t i = 0; i < n; ++i)
+      if (edges[i].from_port || edges[i].to_port || edges[i].type)
+        return fail(CUDA_ERROR_NOT_SUPPORTED,
+                    "the simulator models default edges only (programmatic capture dependencies are not modelled)");
   Stream* s = stream_of(h);
   if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult r = legacy_guard(s, "cuStreamUpdateCaptureDependencies")) return r;
   std::lock_guard lock(graph_mutex());
-  if (!s->capture) return CUDA_ERROR_ILLEGAL_STATE;
+  if (!s->capture) return CUDA_ERROR_ILLEGAL_STATE;  // c5h
+  // c5b-c5d: SET replaces the set, ADD (and flags 0) adds to it.
   std::vector<Node*> next = flags == CU_STREAM_SET_CAPTURE_DEPENDENCIES ? std::vector<Node*>{} : s->capture_deps;
   for (std::size_t i = 0; i < n; ++i) {
     Node* d = node_of(deps[i]);
+    // c5g: a node of another graph is refused; the capture goes on.
     if (!d || d->destroyed || d->graph != s->capture->graph) return CUDA_ERROR_INVALID_VALUE;
     if (std::find(next.begin(), next.end(), d) == next.end()) next.push_back(d);
   }
@@ -984,7 +1077,7 @@ CUresult sim_cuStreamUpdateCaptureDependencies(CUstream h, CUgraphNode* deps, co
   return CUDA_SUCCESS;
 }
 
-void drop_capture(Capture* c, std::vector<std::pair<UserObj*, std::uint32_t>>& released, bool destroy) {
+void drop_capture(Capture* c, std::vector<std::pair<UserObj*, std::uint32_t>>& released, bool failed) {
   for (Stream* x : c->streams) {
     x->capture = nullptr;
     x->capture_deps.clear();
@@ -996,11 +1089,57 @@ void drop_capture(Capture* c, std::vector<std::pair<UserObj*, std::uint32_t>>& r
       if (e->capture == c) e->capture = nullptr, e->capture_deps.clear();
   }
   if (std::erase(active_captures(), c) > 0) g_active.fetch_sub(1);
-  if (destroy && c->owns_graph) destroy_graph(c->graph, released);
+  if (failed) {
+    if (c->owns_graph)
+      destroy_graph(c->graph, released);
+    else
+      discard_capture_target(c->graph, released);
+  }
   delete c;
 }
 
 }  // namespace
+
+void invalidate_capture(Capture* c) { invalidate(c); }
+
+bool graph_in_capture(const Graph* g) {
+  if (g_active.load() == 0) return false;
+  for (const Capture* c : active_captures())
+    for (const Graph* x = c->graph; x; x = x->owner ? x->owner->graph : nullptr)
+      if (x == g) return true;
+  return false;
+}
+
+bool node_in_capture(const Node* n) {
+  if (g_active.load() == 0) return false;
+  for (const Capture* c : active_captures())
+    for (const Graph* x = c->graph; x; x = x->owner ? x->owner->graph : nullptr)
+      if (x == n->graph || x->owner == n) return true;
+  return false;
+}
+
+CUresult legacy_guard(Stream* s, std::string_view entry) {
+  if (g_active.load() == 0 || !is_legacy(s)) return CUDA_SUCCESS;
+  bool hit = false;
+  {
+    std::lock_guard lock(graph_mutex());
+    for (Capture* c : active_captures()) {
+      if (c->ctx != s->ctx) continue;
+      for (const Stream* x : c->streams)
+        if (!(x->flags & CU_STREAM_NON_BLOCKING)) {
+          invalidate(c);
+          hit = true;
+          break;
+        }
+    }
+  }
+  if (!hit) return CUDA_SUCCESS;
+  return fail(CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,
+              fmt::format("{} on the legacy default stream while a blocking stream (created without "
+                          "CU_STREAM_NON_BLOCKING) captures: the legacy stream would wait for it (the capture is "
+                          "invalidated)",
+                          entry));
+}
 
 CUresult unsafe_call_guard(std::string_view entry) {
   if (g_active.load() == 0) return CUDA_SUCCESS;
@@ -1071,7 +1210,7 @@ void fill_stream(tether::detail::DriverTable& t) {
 std::size_t live_streams() {
   std::lock_guard lock(streams().mu);
   std::size_t n = 0;
-  for (Stream* s : streams().live) n += s->ctx && s != s->ctx->null_stream;
+  for (Stream* s : streams().live) n += s->ctx && !s->implicit;
   return n;
 }
 std::size_t live_events() {
