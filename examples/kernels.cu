@@ -57,3 +57,46 @@ extern "C" __global__ void jacobi(const double* A, const double* b, const double
   }
   if (t == 0) atomicAdd(residual, partial[0]);
 }
+
+// The first step of a sum of n floats: each block sums a grid-stride slice into
+// partial[blockIdx.x], in double (a float sum of 2^20 values loses digits). It adds to the partial
+// sum rather than storing it, so a graph that did not clear the partials first sums wrongly.
+// blockDim.x is a power of two, at most 512.
+extern "C" __global__ void reduce_blocks(const float* in, double* partial, int n) {
+  __shared__ double s[512];
+  const int t = threadIdx.x;
+  double sum = 0;
+  for (int i = blockIdx.x * blockDim.x + t; i < n; i += gridDim.x * blockDim.x) sum += in[i];
+  s[t] = sum;
+  __syncthreads();
+  for (int half = blockDim.x / 2; half > 0; half /= 2) {
+    if (t < half) s[t] += s[t + half];
+    __syncthreads();
+  }
+  if (t == 0) partial[blockIdx.x] += s[0];
+}
+
+// The second step, one block: adds the `count` partial sums to *result (cleared first, likewise).
+extern "C" __global__ void reduce_final(const double* partial, double* result, int count) {
+  __shared__ double s[512];
+  const int t = threadIdx.x;
+  double sum = 0;
+  for (int i = t; i < count; i += blockDim.x) sum += partial[i];
+  s[t] = sum;
+  __syncthreads();
+  for (int half = blockDim.x / 2; half > 0; half /= 2) {
+    if (t < half) s[t] += s[t + half];
+    __syncthreads();
+  }
+  if (t == 0) *result += s[0];
+}
+
+// Sets the condition to *value: an if body runs when it is non-zero, a while body while it is, a
+// switch runs body number *value (none when it is past the last).
+extern "C" __global__ void condition_from(cudaGraphConditionalHandle handle, const int* value) {
+  if (threadIdx.x == 0 && blockIdx.x == 0) cudaGraphSetConditional(handle, (unsigned)*value);
+}
+
+extern "C" __global__ void add_to(int* x, int v) {
+  if (threadIdx.x == 0 && blockIdx.x == 0) *x += v;
+}

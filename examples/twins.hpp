@@ -58,6 +58,39 @@ inline void register_twins() {
           *residual += delta;  // the kernel's atomicAdd
         }
       });
+  // reduce_blocks(in, partial, n) and reduce_final(partial, result, count): the kernels' sums,
+  // block by block, with their limit of 512 threads a block (a static shared array there).
+  auto threads_of = [](const LaunchInfo& info) {
+    const std::size_t t = info.block[0];
+    if (t == 0 || t > 512 || (t & (t - 1)))
+      throw std::length_error("the reductions need a power-of-two blockDim.x of at most 512");
+    return t;
+  };
+  tether::sim::register_kernel<const float*, double*, int>(
+      "reduce_blocks", [threads_of](const LaunchInfo& info, const float* in, double* partial, int n) {
+        const std::size_t threads = threads_of(info), stride = info.grid[0] * threads;
+        const std::size_t count = static_cast<std::size_t>(n);
+        for (std::size_t block = 0; block < info.grid[0]; ++block) {
+          double sum = 0;
+          for (std::size_t t = 0; t < threads; ++t)
+            for (std::size_t i = block * threads + t; i < count; i += stride) sum += in[i];
+          partial[block] += sum;
+        }
+      });
+  tether::sim::register_kernel<const double*, double*, int>(
+      "reduce_final", [threads_of](const LaunchInfo& info, const double* partial, double* result, int count) {
+        (void)threads_of(info);
+        double sum = 0;
+        for (int i = 0; i < count; ++i) sum += partial[i];
+        *result += sum;
+      });
+  // condition_from(handle, value): the condition becomes *value.
+  tether::sim::register_kernel<unsigned long long, const int*>(
+      "condition_from", [](const LaunchInfo&, unsigned long long h, const int* v) {
+        tether::sim::set_conditional(h, static_cast<unsigned>(*v));
+      });
+  // add_to(x, v): *x += v.
+  tether::sim::register_kernel<int*, int>("add_to", [](const LaunchInfo&, int* x, int v) { *x += v; });
 }
 
 }  // namespace examples
