@@ -29,6 +29,12 @@ struct CaptureState {
 
 namespace {
 
+// Room for one more element, growing geometrically (reserve(size + 1) would copy on every push).
+template <class V>
+void room_for_one(V& v) {
+  if (v.size() == v.capacity()) v.reserve(v.capacity() * 2 + 16);
+}
+
 constexpr std::size_t kBurstOps = 64;  // operations with owners per marker, outside capture
 
 // Captures by id. Why ids: capture ids are unique and never reused (capture facts c10q), unlike
@@ -43,10 +49,24 @@ Captures& captures() {
 }
 
 std::shared_ptr<CaptureState> find_capture(std::uint64_t id) {
+  // A stream operation of a capture usually follows another of the same capture on this thread:
+  // the last one found is kept (weakly: an ended capture must not be kept alive by a cache).
+  thread_local std::uint64_t last_id = 0;
+  thread_local std::weak_ptr<CaptureState> last;
+  if (id == last_id)
+    if (std::shared_ptr<CaptureState> s = last.lock()) return s;
   Captures& c = captures();
-  std::lock_guard lock(c.mu);
-  auto it = c.by_id.find(id);
-  return it == c.by_id.end() ? nullptr : it->second;
+  std::shared_ptr<CaptureState> found;
+  {
+    std::lock_guard lock(c.mu);
+    auto it = c.by_id.find(id);
+    if (it != c.by_id.end()) found = it->second;
+  }
+  if (found) {
+    last_id = id;
+    last = found;
+  }
+  return found;
 }
 
 void unregister(std::uint64_t id) noexcept {
@@ -132,6 +152,13 @@ CUresult issue(const DriverTable& t, CUstream s, const CUgraphNodeParams& p, con
     case CU_GRAPH_NODE_TYPE_MEM_FREE:
       *entry = Entry::cuMemFreeAsync;
       return raw<Entry::cuMemFreeAsync>(t, p.free.dptr, s);
+    case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+      *entry = Entry::cuEventRecordWithFlags;
+      return raw<Entry::cuEventRecordWithFlags>(t, p.eventRecord.event, s,
+                                                static_cast<unsigned>(CU_EVENT_RECORD_EXTERNAL));
+    case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+      *entry = Entry::cuStreamWaitEvent;
+      return raw<Entry::cuStreamWaitEvent>(t, s, p.eventWait.event, static_cast<unsigned>(CU_EVENT_WAIT_EXTERNAL));
     default:
       *entry = Entry::cuLaunchHostFunc;
       return CUDA_ERROR_NOT_SUPPORTED;
@@ -274,21 +301,31 @@ void publish_into(CaptureState& st, Box& box) {
   const DriverTable& t = *st.drv;
   Hierarchy& h = *st.h;
   std::size_t n = 0;
-  call<Entry::cuGraphGetNodes>(t, "listing a captured graph's nodes", box.graph, static_cast<CUgraphNode*>(nullptr), &n);
+  call<Entry::cuGraphGetNodes>(t, "counting a captured graph's nodes", box.graph, static_cast<CUgraphNode*>(nullptr), &n);
+  std::lock_guard lock(st.mu);
+  auto publish = [&](CaptureState::Captured& c) {
+    NodeRecord* r = c.rec;
+    r->box = &box;
+    r->pending = false;
+    h.publish(box, r);
+    commit(t, r->current, c.staged);
+  };
+  if (n == st.nodes.size()) {
+    // Every node is one tether issued (the usual case): no listing, records in capture order.
+    for (CaptureState::Captured& c : st.nodes) publish(c);
+    st.nodes.clear();
+    box.anonymous_owners += st.anonymous;
+    return;
+  }
   std::vector<CUgraphNode> nodes(n);
   if (n) call<Entry::cuGraphGetNodes>(t, "listing a captured graph's nodes", box.graph, nodes.data(), &n);
-  std::lock_guard lock(st.mu);
   std::unordered_map<CUgraphNode, CaptureState::Captured*> mine;
   mine.reserve(st.nodes.size());
   for (CaptureState::Captured& c : st.nodes) mine.emplace(c.rec->node, &c);
   for (CUgraphNode node : nodes) {
     auto it = mine.find(node);
     if (it != mine.end()) {
-      NodeRecord* r = it->second->rec;
-      r->box = &box;
-      r->pending = false;
-      h.publish(box, r);
-      commit(t, r->current, it->second->staged);
+      publish(*it->second);
       continue;
     }
     CUgraphNodeType type{};
@@ -343,7 +380,7 @@ std::shared_ptr<CaptureState> begin(const Stream& stream, CaptureMode mode, std:
 }
 
 CUevent capture_event(CaptureState& st, const char* what) {
-  st.events.reserve(st.events.size() + 1);
+  room_for_one(st.events);
   CUevent e = nullptr;
   call<Entry::cuEventCreate>(*st.drv, fmt::format("{}: creating an event", what), &e,
                              static_cast<unsigned>(CU_EVENT_DISABLE_TIMING));
@@ -407,7 +444,7 @@ NodeRef submit(const Stream& s, CUgraphNodeParams& p, const Launch* launch, Owne
     std::lock_guard lock(cap->mu);
     if (q == CUDA_SUCCESS && n == 1 && deps) {
       try {
-        cap->nodes.reserve(cap->nodes.size() + 1);
+        room_for_one(cap->nodes);
         NodeRecord* rec = cap->h->allocate_record();
         rec->node = deps[0];
         rec->type = p.type;
@@ -524,10 +561,14 @@ void Capture::fork(const Stream& other) {
   const detail::ContextState& cs = detail::StreamAccess::state(other, "Capture::fork");
   const detail::DriverTable& t = *st.drv;
   detail::ScopedContext scope(cs);
-  if (detail::capture_status(t, other.get(), "Capture::fork") != CU_STREAM_CAPTURE_STATUS_NONE)
-    throw UsageError("Capture::fork: the stream already takes part in a stream capture");
-  if (detail::StreamBurst* b = detail::StreamAccess::burst(other)) detail::flush_burst(cs, other.get(), *b);
-  st.forked.reserve(st.forked.size() + 1);
+  if (other.get() == st.origin) throw UsageError("Capture::fork: the origin stream cannot fork into its own capture");
+  // A stream joined back stays in the capture until it ends: forking it again is a new branch.
+  detail::CaptureInfo i = detail::capture_info(t, other.get(), "Capture::fork");
+  if (i.status != CU_STREAM_CAPTURE_STATUS_NONE && i.id != st.id)
+    throw UsageError("Capture::fork: the stream already takes part in another stream capture");
+  if (i.status == CU_STREAM_CAPTURE_STATUS_NONE)
+    if (detail::StreamBurst* b = detail::StreamAccess::burst(other)) detail::flush_burst(cs, other.get(), *b);
+  detail::room_for_one(st.forked);
   CUevent e = detail::capture_event(st, "Capture::fork");
   detail::call<detail::Entry::cuEventRecord>(t, "Capture::fork: recording the fork point on the origin stream", e,
                                              st.origin);
@@ -601,6 +642,20 @@ void Stream::record(const Event& event) const {
     detail::call<detail::Entry::cuEventRecord>(*cs.table, "Stream::record: recording an event", event.get(), get());
   }
   detail::keep_on_capture(*this, Owners{event}, "Stream::record");
+}
+
+Node<EventRecordNode> Stream::record_external(const Event& event) const {
+  (void)state("Stream::record_external");
+  detail::EventDesc<true> d(event);
+  return detail::NodeAccess::make<EventRecordNode>(
+      detail::submit(*this, d.params(), nullptr, std::move(d.owners()), "Stream::record_external"));
+}
+
+Node<EventWaitNode> Stream::wait_external(const Event& event) const {
+  (void)state("Stream::wait_external");
+  detail::EventDesc<false> d(event);
+  return detail::NodeAccess::make<EventWaitNode>(
+      detail::submit(*this, d.params(), nullptr, std::move(d.owners()), "Stream::wait_external"));
 }
 
 void Stream::wait(const Event& event) const {

@@ -22,6 +22,8 @@ struct Unowned;
 template <class Kind>
 class Node;
 struct HostNode;
+struct EventRecordNode;
+struct EventWaitNode;
 struct MemcpyNode;
 struct MemsetNode;
 struct MemAllocNode;
@@ -144,8 +146,17 @@ class Stream {
   /// point another stream of the capture can wait for. Keeps the event alive as long as needed.
   void record(const Event& event) const;
   /// Makes later work wait for `event` (`cuStreamWaitEvent`). Inside a capture, waiting for an
-  /// event recorded in the same capture adds an edge (a fork or join), not a node.
+  /// event recorded in the same capture adds an edge (a fork or join), not a node; waiting for
+  /// one recorded outside it is refused by the driver (STREAM_CAPTURE_ISOLATION, which
+  /// invalidates the capture): use `wait_external` for that.
   void wait(const Event& event) const;
+  /// Records `event` with CU_EVENT_RECORD_EXTERNAL (`cuEventRecordWithFlags`): inside a capture
+  /// an event record node (keeping the event), for work outside the graph to wait for; outside
+  /// capture a plain record.
+  Node<EventRecordNode> record_external(const Event& event) const;
+  /// Waits for `event` with CU_EVENT_WAIT_EXTERNAL: inside a capture an event wait node (keeping
+  /// the event) on an event recorded outside the graph; outside capture a plain wait.
+  Node<EventWaitNode> wait_external(const Event& event) const;
   /// A stream-ordered allocation of `count` elements of T (`cuMemAllocAsync`): usable by work
   /// queued after this call, until `free_async` (the memory is not owned: free it). Inside a
   /// capture it is a graph allocation, and `node` is its memory allocation node. Throws

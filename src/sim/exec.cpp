@@ -367,7 +367,7 @@ CUresult sim_cuGraphLaunch(CUgraphExec h, CUstream hs) {
   if (!e) return CUDA_ERROR_INVALID_VALUE;
   Stream* s = stream_of(hs);
   if (!s) return CUDA_ERROR_INVALID_HANDLE;
-  if (CUresult r = legacy_guard(s, "cuGraphLaunch")) return r;
+  if (CUresult r = legacy_guard(s, "cuGraphLaunch", true)) return r;
   {
     std::lock_guard<std::recursive_mutex> lock(graph_mutex());
     if (Capture* c = s->capture) {

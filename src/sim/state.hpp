@@ -109,9 +109,11 @@ void wait_callbacks_idle();
 // captures it invalidates; returns CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED if there was one.
 CUresult unsafe_call_guard(std::string_view entry);
 // An operation on the legacy default stream while a blocking stream of its context captures:
-// CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, and that capture is invalidated, whatever the modes
-// (capture_facts c4 @blocking rows, c10c). Success for any other stream.
-CUresult legacy_guard(struct Stream* s, std::string_view entry);
+// CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, and (`invalidates`) that capture is invalidated, whatever
+// the modes (capture_facts c4 @blocking rows, c10c). The H200 run of the c10c test showed that
+// cuStreamIsCapturing and cuStreamGetCaptureInfo of the legacy stream leave the capture active
+// (the probe had called all three in a row). Success for any other stream.
+CUresult legacy_guard(struct Stream* s, std::string_view entry, bool invalidates);
 // Invalidates an ongoing capture (its next captured operation and its end fail). Graph mutex held.
 void invalidate_capture(struct Capture* c);
 // Whether `g`, or a graph nested in `g`, is the graph of an ongoing capture (capture_facts c10n:

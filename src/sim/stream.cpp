@@ -320,7 +320,7 @@ CUDA_MEMSET_NODE_PARAMS linear_set(CUdeviceptr dst, unsigned value, unsigned esi
 // `make` builds the node's type and parameters; `op` is what the stream executes.
 CUresult enqueue(Stream* s, std::string_view entry, CUgraphNodeType type, const std::function<Params()>& make,
                  std::function<void()> op) {
-  if (CUresult r = legacy_guard(s, entry)) return r;
+  if (CUresult r = legacy_guard(s, entry, true)) return r;
   {
     std::lock_guard lock(graph_mutex());
     if (Capture* c = s->capture) {
@@ -347,7 +347,7 @@ CUresult sync_default(std::string_view entry) {
   // stream_of(nullptr) is the current context's default stream, or nullptr without a context.
   Stream* s = stream_of(nullptr);
   if (!s) return CUDA_SUCCESS;
-  if (CUresult r = legacy_guard(s, entry)) return r;
+  if (CUresult r = legacy_guard(s, entry, true)) return r;
   s->wait_idle();
   return CUDA_SUCCESS;
 }
@@ -361,7 +361,7 @@ bool capturing(Stream* s) {
 // any other stream is a "potentially unsafe" call (capture_facts c4 stream_* rows).
 CUresult stream_guard(Stream* s, std::string_view entry) {
   if (g_active.load() == 0) return CUDA_SUCCESS;
-  if (CUresult r = legacy_guard(s, entry)) return r;
+  if (CUresult r = legacy_guard(s, entry, true)) return r;
   {
     std::lock_guard lock(graph_mutex());
     if (s->capture) {
@@ -767,7 +767,7 @@ CUresult record_event(CUevent h, CUstream hs, unsigned flags, std::string_view e
   if (!e) return CUDA_ERROR_INVALID_HANDLE;
   Stream* s = stream_of(hs);
   if (!s) return CUDA_ERROR_INVALID_HANDLE;
-  if (CUresult r = legacy_guard(s, entry)) return r;
+  if (CUresult r = legacy_guard(s, entry, true)) return r;
   {
     std::lock_guard lock(graph_mutex());
     if (Capture* c = s->capture) {
@@ -808,7 +808,7 @@ CUresult sim_cuStreamWaitEvent(CUstream hs, CUevent h, unsigned flags) {
   if (!e) return CUDA_ERROR_INVALID_HANDLE;
   Stream* s = stream_of(hs);
   if (!s) return CUDA_ERROR_INVALID_HANDLE;
-  if (CUresult r = legacy_guard(s, "cuStreamWaitEvent")) return r;
+  if (CUresult r = legacy_guard(s, "cuStreamWaitEvent", true)) return r;
   {
     std::lock_guard lock(graph_mutex());
     Capture* mine = s->capture;
@@ -977,7 +977,7 @@ CUresult sim_cuStreamEndCapture(CUstream h, CUgraph* out) {
   if (!out) return CUDA_ERROR_INVALID_VALUE;
   Stream* s = stream_of(h);
   if (!s) return CUDA_ERROR_INVALID_HANDLE;
-  if (CUresult r = legacy_guard(s, "cuStreamEndCapture")) return r;
+  if (CUresult r = legacy_guard(s, "cuStreamEndCapture", true)) return r;
   std::vector<std::pair<UserObj*, std::uint32_t>> released;
   CUresult result = CUDA_SUCCESS;
   {
@@ -1012,7 +1012,8 @@ CUresult sim_cuStreamIsCapturing(CUstream h, CUstreamCaptureStatus* st) {
   if (!st) return CUDA_ERROR_INVALID_VALUE;
   Stream* s = stream_of(h);
   if (!s) return CUDA_ERROR_INVALID_HANDLE;
-  if (CUresult r = legacy_guard(s, "cuStreamIsCapturing")) return r;  // capture_facts c10c
+  // H200: IMPLICIT, and the capture stays active (only the query of c10c invalidates it).
+  if (CUresult r = legacy_guard(s, "cuStreamIsCapturing", false)) return r;
   std::lock_guard lock(graph_mutex());
   *st = !s->capture                                 ? CU_STREAM_CAPTURE_STATUS_NONE
         : s->capture->invalidated != CUDA_SUCCESS ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
@@ -1025,7 +1026,7 @@ CUresult sim_cuStreamGetCaptureInfo(CUstream h, CUstreamCaptureStatus* st, cuuin
   if (!st) return CUDA_ERROR_INVALID_VALUE;
   Stream* s = stream_of(h);
   if (!s) return CUDA_ERROR_INVALID_HANDLE;
-  if (CUresult r = legacy_guard(s, "cuStreamGetCaptureInfo")) return r;  // capture_facts c10c
+  if (CUresult r = legacy_guard(s, "cuStreamGetCaptureInfo", false)) return r;  // as cuStreamIsCapturing
   std::lock_guard lock(graph_mutex());
   Capture* c = s->capture;
   if (!c) {
@@ -1062,7 +1063,7 @@ CUresult sim_cuStreamUpdateCaptureDependencies(CUstream h, CUgraphNode* deps, co
                     "the simulator models default edges only (programmatic capture dependencies are not modelled)");
   Stream* s = stream_of(h);
   if (!s) return CUDA_ERROR_INVALID_HANDLE;
-  if (CUresult r = legacy_guard(s, "cuStreamUpdateCaptureDependencies")) return r;
+  if (CUresult r = legacy_guard(s, "cuStreamUpdateCaptureDependencies", true)) return r;
   std::lock_guard lock(graph_mutex());
   if (!s->capture) return CUDA_ERROR_ILLEGAL_STATE;  // c5h
   // c5b-c5d: SET replaces the set, ADD (and flags 0) adds to it.
@@ -1118,7 +1119,7 @@ bool node_in_capture(const Node* n) {
   return false;
 }
 
-CUresult legacy_guard(Stream* s, std::string_view entry) {
+CUresult legacy_guard(Stream* s, std::string_view entry, bool invalidates) {
   if (g_active.load() == 0 || !is_legacy(s)) return CUDA_SUCCESS;
   bool hit = false;
   {
@@ -1127,7 +1128,7 @@ CUresult legacy_guard(Stream* s, std::string_view entry) {
       if (c->ctx != s->ctx) continue;
       for (const Stream* x : c->streams)
         if (!(x->flags & CU_STREAM_NON_BLOCKING)) {
-          invalidate(c);
+          if (invalidates) invalidate(c);
           hit = true;
           break;
         }
@@ -1136,9 +1137,8 @@ CUresult legacy_guard(Stream* s, std::string_view entry) {
   if (!hit) return CUDA_SUCCESS;
   return fail(CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,
               fmt::format("{} on the legacy default stream while a blocking stream (created without "
-                          "CU_STREAM_NON_BLOCKING) captures: the legacy stream would wait for it (the capture is "
-                          "invalidated)",
-                          entry));
+                          "CU_STREAM_NON_BLOCKING) captures: the legacy stream would wait for it{}",
+                          entry, invalidates ? " (the capture is invalidated)" : ""));
 }
 
 CUresult unsafe_call_guard(std::string_view entry) {

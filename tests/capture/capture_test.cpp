@@ -524,3 +524,50 @@ TEST_CASE_FIXTURE(DslFixture, "a re-instantiation that fails leaves the executab
   CHECK(eventually([&] { return detail::NodeAttachment::live() == attachments; }));
   if (simulated) CHECK(eventually([&] { return sim::stats().graphs == driver_graphs; }));
 }
+
+TEST_CASE_FIXTURE(DslFixture, "record_external and wait_external become event nodes of a capture that keep their "
+                              "events, and a plain wait on an outside event is the driver's isolation error") {
+  Event outside = ctx.make_event();
+  stream.record(outside);
+  stream.synchronize();
+  Node<EventWaitNode> w;
+  Node<EventRecordNode> r;
+  Graph g = capture(stream, [&] {
+    w = stream.wait_external(outside);
+    r = stream.record_external(ctx.make_event());  // kept by its node
+  });
+  CHECK(g.node_count() == 2);
+  CHECK(w.valid());
+  CHECK(r.valid());
+  run(g);
+  Capture c(stream);
+  std::string m = message_of([&] { stream.wait(outside); });
+  CHECK(contains(m, "CUDA_ERROR_STREAM_CAPTURE_ISOLATION"));
+  CHECK(contains(message_of([&] { (void)c.end(); }), "invalidated"));
+}
+
+TEST_CASE_FIXTURE(DslFixture, "a conditional body takes an embedded child graph and a captured region") {
+  SharedBuffer<float> x = buffer(16, 1.0f);
+  Graph inner{ctx};
+  inner.edit([&](Edit& e) { e.launch(k.scale, Grid{1}, Block{16}, x, 2.0f, 16); });
+  for (int variant = 0; variant < 2; ++variant) {
+    CAPTURE(variant);
+    Graph g{ctx};
+    g.edit([&](Edit& e) {
+      Condition c = e.condition(1);
+      IfResult r = e.if_(c);
+      if (variant == 0)
+        e.in(r.then_).embed(inner);
+      else
+        e.in(r.then_).capture(stream, [&] { stream.launch(k.scale, Grid{1}, Block{16}, x, 2.0f, 16); });
+    });
+    std::string m = message_of([&] {
+      GraphExec exec = g.instantiate();
+      exec.launch(stream);
+      stream.synchronize();
+    });
+    MESSAGE("variant " << variant << ": " << m);
+    CHECK(m == "no exception");
+  }
+  CHECK(read(x) == std::vector<float>(16, 4.0f));
+}

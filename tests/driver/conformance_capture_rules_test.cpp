@@ -263,9 +263,10 @@ TEST_CASE_FIXTURE(DriverFixture,
 
 TEST_CASE_FIXTURE(DriverFixture,
                   "c4 @blocking c10c: while a blocking stream (CU_STREAM_DEFAULT) captures, a synchronous "
-                  "cuMemcpyHtoD, a launch on CU_STREAM_LEGACY, and cuStreamIsCapturing, cuStreamGetCaptureInfo and "
-                  "cuStreamQuery of the legacy stream return STREAM_CAPTURE_IMPLICIT and invalidate the capture; "
-                  "the copy and the launch do so from any thread, in GLOBAL and RELAXED thread mode") {
+                  "cuMemcpyHtoD, a launch on CU_STREAM_LEGACY and cuStreamQuery of the legacy stream return "
+                  "STREAM_CAPTURE_IMPLICIT and invalidate the capture (the copy and the launch from any thread, in "
+                  "GLOBAL and RELAXED thread mode); cuStreamIsCapturing and cuStreamGetCaptureInfo of the legacy "
+                  "stream return STREAM_CAPTURE_IMPLICIT and leave it active") {
   const unsigned blocking = static_cast<unsigned>(CU_STREAM_DEFAULT);
   for (LegacyOp op : {LegacyOp::memcpy_htod, LegacyOp::legacy_launch}) {
     for (bool other_thread : {false, true}) {
@@ -284,8 +285,10 @@ TEST_CASE_FIXTURE(DriverFixture,
     INFO(std::string(name(op)));
     LegacyOutcome o = run_legacy(ctx, noop, blocking, op, false, CU_STREAM_CAPTURE_MODE_GLOBAL);
     CHECK(o.op == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
-    CHECK(o.status == CU_STREAM_CAPTURE_STATUS_INVALIDATED);
-    CHECK(o.end == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    // The probe called the three in a row; alone, only the query invalidates (H200, this test).
+    const bool invalidated = op == LegacyOp::query;
+    CHECK(o.status == (invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED : CU_STREAM_CAPTURE_STATUS_ACTIVE));
+    CHECK(o.end == (invalidated ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_SUCCESS));
   }
   finish();
 }
