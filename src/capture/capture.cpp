@@ -549,7 +549,7 @@ void Capture::abort() noexcept {
 namespace {
 detail::CaptureState& live(const std::shared_ptr<detail::CaptureState>& s, const char* what) {
   detail::check_calls_allowed(what);
-  if (!s) throw UsageError(fmt::format("{}: this Capture is empty (moved from, ended or aborted)", what));
+  if (!s) throw UsageError(fmt::format("{}: this Capture is moved from or empty (default-constructed, ended or aborted)", what));
   return *s;
 }
 }  // namespace
@@ -613,7 +613,7 @@ void Capture::keeping(Owners&& owners) {
 Graph Capture::end() {
   detail::check_calls_allowed("Capture::end");
   std::shared_ptr<detail::CaptureState> st = std::move(s_);
-  if (!st) throw UsageError("Capture::end: this Capture is empty (moved from, ended or aborted)");
+  if (!st) throw UsageError("Capture::end: this Capture is moved from or empty (default-constructed, ended or aborted)");
   CUgraph g = detail::finish(*st, "Capture::end");
   detail::Hierarchy& h = *st->h;
   try {

@@ -267,10 +267,10 @@ TEST_CASE_FIXTURE(DslFixture, "beginning a capture on a stream that already capt
   Capture c(stream);
   CHECK(contains(message_of([&] { Capture again(stream); }), "already takes part in a stream capture"));
   Graph g = c.end();
-  CHECK(contains(message_of([&] { (void)c.end(); }), "Capture::end: this Capture is empty"));
+  CHECK(contains(message_of([&] { (void)c.end(); }), "Capture::end: this Capture is moved from or empty"));
   Capture empty;
   CHECK_FALSE(static_cast<bool>(empty));
-  CHECK(contains(message_of([&] { empty.keeping(Owners{1}); }), "Capture::keeping: this Capture is empty"));
+  CHECK(contains(message_of([&] { empty.keeping(Owners{1}); }), "Capture::keeping: this Capture is moved from or empty"));
   CHECK(contains(message_of([&] { (void)empty.id(); }), "Capture::id"));
   empty.abort();
   Stream none;

@@ -218,6 +218,20 @@ TEST_CASE_FIXTURE(Fixture, "every use of an empty Stream throws UsageError namin
           {"Stream::synchronize()", [&] { s.synchronize(); }},
           {"Stream::query()", [&] { (void)s.query(); }},
           {"Stream::context()", [&] { (void)s.context(); }},
+          {"Stream::capturing()", [&] { (void)s.capturing(); }},
+          {"Stream::launch(kernel, ...)", [&] { s.launch(k.fill, Grid{1}, Block{8}, a.x, 1.0f, 8); }},
+          {"Stream::memset(dst, value)", [&] { s.memset(a.x, 1.0f); }},
+          {"Stream::memcpy(dst, src)", [&] { s.memcpy(a.x, a.x); }},
+          {"Stream::host(fn)", [&] { s.host([] {}); }},
+          {"Stream::record(event)", [&] { s.record(ev); }},
+          {"Stream::wait(event)", [&] { s.wait(ev); }},
+          {"Stream::record_external(event)", [&] { s.record_external(ev); }},
+          {"Stream::wait_external(event)", [&] { s.wait_external(ev); }},
+          {"Stream::alloc_async<float>(4)", [&] { (void)s.alloc_async<float>(4); }},
+          {"Stream::free_async(memory)", [&] { s.free_async(unowned(a.x.data(), 8)); }},
+          {"Capture(s)", [&] { Capture c(s); }},
+          {"tether::capture(s, fn)", [&] { (void)capture(s, [] {}); }},
+          {"Edit::capture(s, fn)", [&] { a.g.edit([&](Edit& e) { e.capture(s, [] {}); }); }},
       };
       each_throws(members, {"Stream", kEmpty}, {}, state + " / ");
       const Observations observations = {
@@ -570,4 +584,52 @@ TEST_CASE_FIXTURE(Fixture, "moved-from Kernel, Event, Module, Context, Image and
        }},
   };
   each_ok(members);
+}
+
+TEST_CASE_FIXTURE(Fixture, "every use of an empty Capture throws UsageError naming Capture and saying moved from or empty") {
+  const States<Capture> states = {
+      {"default-constructed", [](Capture&) {}},
+      {"moved from (construction)", [this](Capture& c) {
+         c = Capture(stream);
+         Capture sink = std::move(c);
+       }},
+      {"moved from (assignment)", [this](Capture& c) {
+         Stream other_stream = ctx.make_stream();
+         c = Capture(stream);
+         Capture other(other_stream);
+         other = std::move(c);
+       }},
+      {"after end()", [this](Capture& c) {
+         c = Capture(stream);
+         (void)c.end();
+       }},
+      {"after abort()", [this](Capture& c) {
+         c = Capture(stream);
+         c.abort();
+       }},
+  };
+  for (const auto& [state, make_empty] : states) {
+    SUBCASE(state.c_str()) {
+      Capture c;
+      make_empty(c);
+      Stream s2 = ctx.make_stream();
+      const Table members = {
+          {"Capture::fork(stream)", [&] { c.fork(s2); }},
+          {"Capture::join(stream)", [&] { c.join(s2); }},
+          {"Capture::keeping(owners)", [&] { c.keeping(Owners{1}); }},
+          {"Capture::end()", [&] { (void)c.end(); }},
+          {"Capture::id()", [&] { (void)c.id(); }},
+      };
+      each_throws(members, {"Capture", kEmpty}, {}, state + " / ");
+      const Observations observations = {
+          {"operator bool is false", [&] { return !c; }},
+          {"abort() does nothing", [&] {
+             c.abort();
+             return !c;
+           }},
+          {"the stream no longer captures", [&] { return !stream.capturing(); }},
+      };
+      each_holds(observations, state + " / ");
+    }
+  }
 }
