@@ -94,6 +94,8 @@ struct ExecState {
   // with a handle by ownership, so a new graph allocated where another died never matches.
   std::shared_ptr<Hierarchy> source;
   InstantiateOptions options;  // for update_or_reinstantiate
+  bool counted = false;         // in source->live_execs (set once the driver made the executable)
+  bool single_instance = false; // its source has conditional nodes (CUDA instantiates it once at a time)
 
   explicit ExecState(const Context& c) : ctx(c) { g_live_execs.fetch_add(1, std::memory_order_relaxed); }
 
@@ -110,7 +112,13 @@ struct ExecState {
     CUuserObject uo = acc ? acc->user_object() : nullptr;
     CUcontext c = ctx.get();
     owners.reset();  // the accumulator keeps its own share for launches in flight
-    auto destroy = [d, e, uo, c, keep = ctx] {
+    std::shared_ptr<std::atomic<int>> dying;
+    if (counted && source) {
+      dying = source->dying_execs;
+      dying->fetch_add(1, std::memory_order_acq_rel);
+      source->live_execs.fetch_sub(1, std::memory_order_acq_rel);
+    }
+    auto destroy = [d, e, uo, c, keep = ctx, dying] {
       relax_capture_mode(*d);
       CUcontext cur = nullptr;
       CUresult got = raw<Entry::cuCtxGetCurrent>(*d, &cur);
@@ -125,18 +133,31 @@ struct ExecState {
         CUresult r = raw<Entry::cuGraphExecDestroy>(*d, e);
         if (r != CUDA_SUCCESS) report_error("destroying an executable graph", result_name(r));
       }
+      if (dying) dying->fetch_sub(1, std::memory_order_acq_rel);
       if (uo) {
         CUresult r = raw<Entry::cuUserObjectRelease>(*d, uo, 1u);
         if (r != CUDA_SUCCESS) report_error("releasing an executable's owner accumulator", result_name(r));
       }
     };
-    // Why always on the reclaimer: cuGraphExecDestroy on an application thread in GLOBAL capture
-    // mode invalidates a stream capture on any other thread (capture facts c4). It never blocks
-    // on launches in flight: CUDA keeps what they use until they complete.
-    if (on_reclaimer_thread())
+    // Why on the reclaimer: cuGraphExecDestroy on an application thread in GLOBAL capture mode
+    // invalidates a stream capture on any other thread (capture facts c4). It never blocks on
+    // launches in flight: CUDA keeps what they use until they complete. An executable of a graph
+    // with conditional nodes is destroyed here instead (in RELAXED mode, so no capture is harmed):
+    // CUDA instantiates such a graph once at a time, and the caller may instantiate it again at
+    // once; waiting for the reclaimer there could wait behind a host callback the caller opens.
+    if (on_reclaimer_thread()) {
       destroy();
-    else
+    } else if (single_instance && !cuda_forbidden_here()) {
+      try {
+        ScopedContext scope(*d, c);
+        RelaxedScope relaxed(*d);
+        destroy();
+      } catch (...) {
+        run_on_reclaimer(destroy);  // no context could be made current here
+      }
+    } else {
       run_on_reclaimer(destroy);
+    }
   }
 };
 
@@ -221,6 +242,11 @@ void release_retired(const std::shared_ptr<ExecOwners>& owners, std::uint64_t co
   done.clear();  // owners die here, outside the lock
 }
 
+// CUDA instantiates a graph with conditional nodes once at a time: whether `h` has any, and a
+// UsageError if an executable of it is alive, or dropped and not destroyed yet.
+bool has_conditional_nodes(const Hierarchy& h);
+void check_single_instance(const Hierarchy& h, std::string_view what);
+
 }  // namespace detail
 
 std::string_view to_string(UpdateResult::Reason r) noexcept {
@@ -248,10 +274,13 @@ GraphExec Graph::instantiate(const InstantiateOptions& options) const {
   detail::HierarchyGuard lock(h->mu, "Graph::instantiate");
   // An undo failed on this graph: the driver's graph may hold what the metadata says is gone.
   h->check_usable();
+  const bool single_instance = detail::has_conditional_nodes(*h);
+  if (single_instance) detail::check_single_instance(*h, "Graph::instantiate");
   detail::ScopedContext scope(drv, ctx_.get());
   auto state = std::make_shared<detail::ExecState>(ctx_);
   state->drv = &drv;
   state->source = h;
+  state->single_instance = single_instance;
   state->options = options;
   state->options.upload = nullptr;  // a re-instantiation does not upload (the stream may be gone)
   state->owners = std::make_shared<detail::ExecOwners>();
@@ -271,7 +300,13 @@ GraphExec Graph::instantiate(const InstantiateOptions& options) const {
           detail::call<detail::Entry::cuGraphInstantiateWithFlags>(drv, "instantiating a graph", &state->exec,
                                                                     h->root().graph, flags);
         },
-        [&] { state->acc = acc; });
+        [&] {
+          state->acc = acc;
+          if (single_instance) {
+            state->counted = true;
+            h->live_execs.fetch_add(1, std::memory_order_acq_rel);
+          }
+        });
   } catch (...) {
     // The executable does not exist: releasing our reference ends the accumulator.
     detail::raw<detail::Entry::cuUserObjectRelease>(drv, acc->user_object(), 1u);
@@ -368,6 +403,29 @@ UpdateResult GraphExec::update(const Graph& graph) {
   detail::release_on_reclaimer(std::move(dead));
   return {};
 }
+
+namespace detail {
+
+bool has_conditional_nodes(const Hierarchy& h) { return h.root_conditionals.load(std::memory_order_acquire) > 0; }
+
+void check_single_instance(const Hierarchy& h, std::string_view what) {
+  if (h.live_execs.load(std::memory_order_acquire) > 0)
+    throw UsageError(fmt::format("{}: this graph has conditional nodes and an executable of it exists; CUDA "
+                                 "instantiates such a graph once at a time (\"Graphs with conditional nodes cannot be "
+                                 "instantiated more than once\"): update that executable (GraphExec::update), or drop "
+                                 "it first",
+                                 what));
+  // Dropped where CUDA calls are forbidden (a host callback, a destructor): destroyed on the
+  // reclaimer, not waited for here (the reclaimer may wait behind a callback this thread opens).
+  if (h.dying_execs->load(std::memory_order_acquire) > 0)
+    throw UsageError(fmt::format("{}: this graph has conditional nodes and a dropped executable of it is not "
+                                 "destroyed yet (it was dropped inside a host callback or an owner's destructor, "
+                                 "and the reclaimer destroys it); CUDA instantiates such a graph once at a time: "
+                                 "call tether::wait_reclaimed() first",
+                                 what));
+}
+
+}  // namespace detail
 
 UpdateResult GraphExec::update_or_reinstantiate(const Graph& graph) {
   UpdateResult r = update(graph);

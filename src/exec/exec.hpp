@@ -99,7 +99,10 @@ class GraphExec : public NodeUpdates<GraphExec> {
   GraphExec(const GraphExec&) = delete;
   GraphExec& operator=(const GraphExec&) = delete;
   /// cuGraphExecDestroy, on tether's reclaimer (a destroy in GLOBAL capture mode would invalidate
-  /// another thread's stream capture); never blocks on launches in flight.
+  /// another thread's stream capture); never blocks on launches in flight. An executable of a
+  /// graph with conditional nodes is destroyed here, in RELAXED capture mode (so that the graph,
+  /// which CUDA instantiates once at a time, can be instantiated again at once), except inside a
+  /// host callback or an owner's destructor.
   ~GraphExec();
 
   /// Whether this object holds an executable (false once moved from or reset).

@@ -213,8 +213,12 @@ class Graph {
   }
 
   /// An executable graph made from this graph's current versions (cuGraphInstantiateWithFlags,
-  /// with the executable's owner accumulator retained on this graph for the call). Defined in
-  /// src/exec/. Throws DriverError, or UsageError if this thread has an edit of the graph open.
+  /// with the executable's owner accumulator retained on this graph for the call; RELAXED capture
+  /// mode, so it never invalidates a stream capture). Defined in src/exec/. Throws DriverError, or
+  /// UsageError if this thread has an edit of the graph open, or if the graph has conditional
+  /// nodes and an executable made of it while it had them still exists (CUDA instantiates such a
+  /// graph once at a time: update that executable instead; one dropped inside a host callback is
+  /// destroyed on the reclaimer, and `wait_reclaimed()` waits for that).
   GraphExec instantiate(const InstantiateOptions& options) const;
   GraphExec instantiate() const;
 

@@ -268,10 +268,12 @@ void Hierarchy::free_record(NodeRecord* r) noexcept {
 void Hierarchy::publish(Box& box, NodeRecord* r) noexcept {
   r->alive = true;
   box.link(r);
+  if (r->type == CU_GRAPH_NODE_TYPE_CONDITIONAL && &box == root_box) root_conditionals.fetch_add(1);
 }
 
 void Hierarchy::retire_record(NodeRecord* r) noexcept {
   if (!r->alive) return;
+  if (r->type == CU_GRAPH_NODE_TYPE_CONDITIONAL && r->box == root_box) root_conditionals.fetch_sub(1);
   r->box->unlink(r);
   r->generation.fetch_add(1, std::memory_order_acq_rel);  // every handle to it is now invalid
   free_record(r);

@@ -171,6 +171,11 @@ struct Hierarchy {
   NodeRecord* free_records = nullptr;
   std::size_t retired_boxes = 0;  // the graveyard: retired boxes stay in `boxes`
   const char* unusable = nullptr; // set when an undo failed; every later edit throws it
+  // Executables instantiated from this graph while it had conditional nodes: alive, and dropped
+  // but not yet destroyed by the reclaimer. CUDA instantiates such a graph once at a time.
+  std::atomic<int> live_execs{0};
+  std::atomic<int> root_conditionals{0};  // published conditional nodes of the root graph
+  std::shared_ptr<std::atomic<int>> dying_execs = std::make_shared<std::atomic<int>>(0);
 
   /// Takes ownership of `root` (destroyed with the hierarchy) and registers it.
   static std::shared_ptr<Hierarchy> adopt(const DriverTable& drv, CUgraph root);

@@ -39,7 +39,20 @@ struct Exec {
   // allocations of other graphs its free nodes free.
   std::vector<std::uintptr_t> unfreed_allocs;
   std::vector<std::uintptr_t> foreign_frees;
+  std::shared_ptr<std::atomic<int>> source_execs;  // its source graph's count of live executables
+  ~Exec() {
+    if (source_execs) source_execs->fetch_sub(1);
+  }
 };
+
+bool has_conditional(const Graph* g) {
+  for (const Node* n : g->nodes) {
+    if (std::holds_alternative<CondP>(n->params)) return true;
+    if (auto* c = std::get_if<ChildP>(&n->params))
+      if (has_conditional(c->graph)) return true;
+  }
+  return false;
+}
 
 void gather_memory(const Graph* g, std::vector<std::uintptr_t>& allocs, std::vector<std::uintptr_t>& frees) {
   for (const Node* n : g->nodes) {
@@ -258,9 +271,20 @@ CUresult instantiate(CUgraphExec* out, CUgraph h, unsigned long long flags, CUgr
     if (err_node) *err_node = handle(const_cast<Node*>(bad));
     return refused;  // the explanation is the check's
   }
+  const bool conditional = has_conditional(g);
+  if (conditional && g->live_execs->load() > 0)
+    return fail(CUDA_ERROR_NOT_SUPPORTED,
+                "Graphs with conditional nodes cannot be instantiated more than once (the H200's words): an "
+                "executable of this graph still exists; destroy it first, or update it");
   auto e = new Exec;
   e->ctx = current_ctx();
   e->flags = flags;
+  if (conditional) {
+    // Only executables made while the graph had conditional nodes count: that is the case the H200
+    // showed (one made before a conditional node was added was not tried there).
+    e->source_execs = g->live_execs;
+    e->source_execs->fetch_add(1);
+  }
   auto handles = std::make_shared<ExecGraph>(*eg);
   gather_handles(g, handles->handles);
   e->graph = std::move(handles);

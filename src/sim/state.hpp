@@ -374,6 +374,11 @@ struct Graph {
   // A graph owned by a node (embedded or conditional body) that a failed capture into it destroyed:
   // its handle is dead and it is empty; the node keeps the object until it goes (discard_capture_target).
   bool discarded = false;
+  // Live executables made of this graph while it had conditional nodes. The H200 refuses to instantiate a graph with conditional
+  // nodes while an executable of it lives: NOT_SUPPORTED, "Graphs with conditional nodes cannot
+  // be instantiated more than once" (its error log; capture tests). Shared, so an executable that
+  // outlives the graph (or a graph object reused for another handle) never miscounts.
+  std::shared_ptr<std::atomic<int>> live_execs = std::make_shared<std::atomic<int>>(0);
 };
 
 // The simulator's big lock for graphs, nodes, execs and captures. Never held while a

@@ -571,3 +571,27 @@ TEST_CASE_FIXTURE(DslFixture, "a conditional body takes an embedded child graph 
   }
   CHECK(read(x) == std::vector<float>(16, 4.0f));
 }
+
+TEST_CASE_FIXTURE(DslFixture, "a graph with a conditional node has one executable at a time: instantiating it "
+                              "again is a UsageError while the first lives, and works at once after it is dropped") {
+  SharedBuffer<float> x = buffer(16, 1.0f);
+  Graph g{ctx};
+  g.edit([&](Edit& e) {
+    Condition c = e.condition(1);
+    e.in(e.if_(c).then_).launch(k.scale, Grid{1}, Block{16}, x, 2.0f, 16);
+  });
+  GraphExec first = g.instantiate();
+  std::string second = message_of([&] { GraphExec again = g.instantiate(); });
+  CHECK(contains(second, "Graph::instantiate: this graph has conditional nodes and an executable of it exists"));
+  CHECK(contains(second, "once at a time"));
+  // The driver's own answer, which tether's check spares the caller (H200: NOT_SUPPORTED).
+  CUgraphExec raw_exec = nullptr;
+  CHECK(detail::raw<Entry::cuGraphInstantiateWithFlags>(table(), &raw_exec, g.get(), 0ull) == CUDA_ERROR_NOT_SUPPORTED);
+  first.launch(stream);
+  stream.synchronize();
+  first.reset();  // destroyed on the reclaimer; the next instantiation waits for that
+  GraphExec third = g.instantiate();
+  third.launch(stream);
+  stream.synchronize();
+  CHECK(read(x) == std::vector<float>(16, 4.0f));
+}

@@ -366,6 +366,7 @@ struct MGraph {
 
 struct MExec {
   bool alive = false;
+  bool single_instance = false;  // made while its graph had conditional nodes (CUDA: once at a time)
   std::optional<tether::GraphExec> x;
   int source = -1;
   std::vector<Ids> top;                          // owners used per top-level node (with its nested graphs)
@@ -1648,19 +1649,42 @@ class Checker {
     auto gi = pick(graphs_, [](const MGraph& g) { return g.alive && g.launchable && g.g.has_value(); });
     if (!gi) return;
     const int g = static_cast<int>(*gi);
+    // CUDA instantiates a graph with conditional nodes once at a time; tether refuses before it.
+    bool conditional = false;
+    for (const MNode& n : box(graphs_[*gi].root).nodes) conditional = conditional || n.kind == Kind::cond;
+    bool busy = false;
+    for (const MExec& e : execs_) busy = busy || (e.alive && e.source == g && e.single_instance);
+    if (conditional && busy) {
+      bool refused = false;
+      try {
+        (void)graphs_[*gi].g->instantiate();
+      } catch (const tether::UsageError&) {
+        refused = true;
+      }
+      if (!refused) fail("a second executable of a graph with conditional nodes was not refused");
+      return;
+    }
     MExec x;
     x.alive = true;
     x.source = g;
+    x.single_instance = conditional;
     snapshot(g, x.top, x.types);
     const MBox& root = box(graphs_[*gi].root);
     for (std::size_t i = 0; i < root.nodes.size(); ++i)
       if (has_handle(root.nodes[i].h)) x.index[root.nodes[i].key] = static_cast<int>(i);
-    if (rng_->chance(0.2)) {
-      tether::InstantiateOptions o;
-      o.upload = &s_;
-      x.x.emplace(graphs_[*gi].g->instantiate(o));
-    } else {
-      x.x.emplace(graphs_[*gi].g->instantiate());
+    try {
+      if (rng_->chance(0.2)) {
+        tether::InstantiateOptions o;
+        o.upload = &s_;
+        x.x.emplace(graphs_[*gi].g->instantiate(o));
+      } else {
+        x.x.emplace(graphs_[*gi].g->instantiate());
+      }
+    } catch (const tether::UsageError& e) {
+      // An executable of it dropped where CUDA calls are forbidden is still being destroyed on the
+      // reclaimer (documented; the application retries after tether::wait_reclaimed()).
+      if (!conditional || std::string_view(e.what()).find("not destroyed yet") == std::string_view::npos) throw;
+      return;
     }
     for (const Ids& ids : x.top) ledger_->claim(ids, "an executable", true);
     x.base = x.top;
