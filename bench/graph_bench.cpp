@@ -25,6 +25,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common.hpp"
 #include "tether.hpp"
 
 // ---------------------------------------------------------------------------- live heap bytes
@@ -46,46 +47,16 @@ void operator delete(void* p, std::size_t) noexcept { operator delete(p); }
 
 using namespace tether;
 using detail::Entry;
-using Clock = std::chrono::steady_clock;
+using bench::Clock;
 
 namespace {
 
-constexpr const char* kPtx = R"(.version 8.0
-.target sm_90
-.address_size 64
-.visible .entry noop(.param .u64 noop_p0)
-{
-  ret;
-}
-)";
-
-std::int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
-}
-
-[[noreturn]] void die(const char* what, CUresult r) {
-  std::fprintf(stderr, "FATAL %s -> %s\n", what, std::string(result_name(r)).c_str());
-  std::exit(2);
-}
-#define REQ(call)                     \
-  do {                                \
-    CUresult r_ = (call);             \
-    if (r_ != CUDA_SUCCESS) die(#call, r_); \
-  } while (0)
-
-std::atomic<long> g_raw_destroyed{0};
-void raw_dtor(void*) { g_raw_destroyed.fetch_add(1, std::memory_order_relaxed); }
-
-void wait_for(const std::function<bool()>& done) {
-  auto end = Clock::now() + std::chrono::seconds(60);
-  while (!done()) {
-    if (Clock::now() > end) {
-      std::fprintf(stderr, "WARN: waited 60 s for releases\n");
-      return;
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(10));
-  }
-}
+using bench::die;
+using bench::g_raw_destroyed;
+using bench::kPtx;
+using bench::now_ns;
+using bench::raw_dtor;
+using bench::wait_for;
 
 struct Samples {
   std::map<std::string, std::vector<double>> ns;  // metric -> per-rep total ns

@@ -595,3 +595,47 @@ TEST_CASE_FIXTURE(DslFixture, "a graph with a conditional node has one executabl
   stream.synchronize();
   CHECK(read(x) == std::vector<float>(16, 4.0f));
 }
+
+TEST_CASE_FIXTURE(DslFixture, "stream operations from several threads on one stream keep every owner until the "
+                              "stream passed it, and release each exactly once") {
+  auto log = std::make_shared<WitnessLog>();
+  SharedBuffer<float> x = buffer(64, 0.0f);
+  constexpr int kThreads = 4, kOps = 100;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < kOps; ++i) {
+        stream.launch(k.scale, Grid{1}, Block{64}, x, 1.0f, 64);
+        stream.host([w = Witness(log)] {});
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  stream.synchronize();
+  CHECK(eventually([&] { return log->destroyed.load() == kThreads * kOps; }));
+  CHECK(log->outside_reclaimer.load() == 0);
+}
+
+TEST_CASE_FIXTURE(DslFixture, "a RELAXED capture begun on one thread can be ended on another, and its nodes keep "
+                              "their owners") {
+  auto runs = std::make_shared<std::atomic<int>>(0);
+  std::optional<Capture> c;
+  std::thread([&] {
+    ctx.make_current();
+    c.emplace(stream, CaptureMode::relaxed);
+    stream.host([runs] { runs->fetch_add(1); });
+  }).join();
+  Graph g = c->end();
+  CHECK(g.node_count() == 1);
+  run(g, 2);
+  CHECK(runs->load() == 2);
+  // In GLOBAL mode the driver refuses the end on another thread, and the capture is over.
+  std::optional<Capture> global;
+  std::thread([&] {
+    ctx.make_current();
+    global.emplace(stream, CaptureMode::global);
+    stream.host([] {});
+  }).join();
+  std::string m = message_of([&] { (void)global->end(); });
+  CHECK(contains(m, "must end on the thread that began it"));
+  CHECK_FALSE(stream.capturing());
+}
