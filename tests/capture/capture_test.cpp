@@ -566,7 +566,6 @@ TEST_CASE_FIXTURE(DslFixture, "a conditional body takes an embedded child graph 
       exec.launch(stream);
       stream.synchronize();
     });
-    MESSAGE("variant " << variant << ": " << m);
     CHECK(m == "no exception");
   }
   CHECK(read(x) == std::vector<float>(16, 4.0f));
@@ -637,5 +636,46 @@ TEST_CASE_FIXTURE(DslFixture, "a RELAXED capture begun on one thread can be ende
   }).join();
   std::string m = message_of([&] { (void)global->end(); });
   CHECK(contains(m, "must end on the thread that began it"));
+  CHECK_FALSE(stream.capturing());
+}
+
+TEST_CASE_FIXTURE(DslFixture, "a captured graph embeds like any graph: the embedded copy keeps the captured "
+                              "operands and host callable after the captured graph is gone") {
+  auto log = std::make_shared<WitnessLog>();
+  auto runs = std::make_shared<std::atomic<int>>(0);
+  SharedBuffer<float> x = buffer(32, 0.0f);
+  Graph outer{ctx};
+  {
+    Graph captured = capture(stream, [&] {
+      stream.launch(k.fill, Grid{1}, Block{32}, x, 3.0f, 32);
+      stream.host([runs, w = Witness(log)] { runs->fetch_add(1); });
+    });
+    outer.edit([&](Edit& e) {
+      EmbedResult r = e.embed(captured);
+      CHECK(r.graph.node_count() == 2);
+    });
+  }
+  run(outer, 2);
+  CHECK(read(x) == std::vector<float>(32, 3.0f));
+  CHECK(runs->load() == 2);
+  CHECK(log->destroyed.load() == 0);
+  outer.reset();
+  CHECK(eventually([&] { return log->destroyed.load() == 1; }));
+}
+
+TEST_CASE_FIXTURE(DslFixture, "an edit's capture function that instantiates the graph being edited gets the "
+                              "UsageError of an open edit, and the edit rolls back whole") {
+  Graph g{ctx};
+  g.edit([&](Edit& e) { e.empty(); });
+  std::string m = message_of([&] {
+    g.edit([&](Edit& e) {
+      e.capture(stream, [&] {
+        stream.host([] {});
+        (void)g.instantiate();
+      });
+    });
+  });
+  CHECK(contains(m, "Graph::instantiate"));
+  CHECK(g.node_count() == 1);
   CHECK_FALSE(stream.capturing());
 }
