@@ -128,7 +128,7 @@ void Transaction::update(NodeRecord* r, Owners&& owners, ApplyFn apply, Undo und
     detail::rollback(*h_->drv, st);
     throw;
   }
-  ops_.push_back(Op{Kind::update, r, nullptr, st, undo});  // cannot throw: room was made above
+  ops_.push_back(Op{Kind::update, r, nullptr, st, undo, r->box});  // cannot throw: room was made above
 }
 
 void Transaction::reserve_one() {
@@ -212,9 +212,11 @@ void Transaction::commit() noexcept {
       case Kind::update:
         if (op.rec->alive)
           detail::commit(drv, op.rec->current, op.staged);
-        else if (op.staged && Registry::instance().find(op.staged.graph))
+        else if (op.staged && !op.box->retired.load(std::memory_order_acquire))
           // Removed earlier in this commit from a graph that lives on: the staged version was never
-          // published, so nothing else would release it (if the graph itself went, CUDA did).
+          // published, so nothing else would release it (if the graph itself went, CUDA did). Why
+          // the box and not a lookup of the graph's handle: the driver reuses graph handles, so a
+          // graph made meanwhile (on any thread) may carry the destroyed one's.
           detail::rollback(drv, op.staged);
         break;
       case Kind::remove:

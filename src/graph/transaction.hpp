@@ -91,7 +91,8 @@ class Transaction {
     NodeRecord* rec = nullptr;
     NodeRecord* other = nullptr;  // edge target
     Staged staged;
-    Undo undo;  // updates
+    Undo undo;           // updates
+    Box* box = nullptr;  // updates: the graph the version was staged on (boxes outlive their graphs)
   };
   static_assert(std::is_trivially_copyable_v<Op>, "the log grows by memcpy");
   void undo_one(Op& op) noexcept;
