@@ -15,3 +15,23 @@ export module tether;
 extern "C++" {
 #include "tether.hpp"
 }
+
+// The driver's handle and value types that tether's raw accessors return (Graph::get(),
+// Node::get(), GraphExec::get(), Stream::get(), ...), so that an importer can name them without
+// including <cuda.h> itself.
+export using ::CUcontext;
+export using ::CUdevice;
+export using ::CUdeviceptr;
+export using ::CUevent;
+export using ::CUfunction;
+export using ::CUgraph;
+export using ::CUgraphConditionalHandle;
+export using ::CUgraphExec;
+export using ::CUgraphNode;
+export using ::CUgraphNodeType;
+export using ::CUkernel;
+export using ::CUlibrary;
+export using ::CUmodule;
+export using ::CUresult;
+export using ::CUstream;
+export using ::CUuserObject;

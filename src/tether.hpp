@@ -31,3 +31,4 @@
 #include "exec/exec.hpp"
 #include "capture/mode.hpp"
 #include "capture/capture.hpp"
+#include "introspect/inspect.hpp"

@@ -14,6 +14,8 @@
 
 #include <chrono>
 #include <thread>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include <fmt/format.h>
@@ -158,4 +160,43 @@ TEST_CASE("the module exports resources, owners, the DSL, executables and the si
     CHECK(sim::stats().graphs >= 3);
     CHECK(sim::to_string(sim::ViolationKind::use_after_free) == "use_after_free");
   }
+}
+
+TEST_CASE("the module exports introspection, the raw handle types, and hashing of handles and views, with no <cuda.h> "
+          "in this file") {
+  using namespace tether;
+  Runtime rt = Runtime::open();
+  Context ctx = rt.context(0);
+  Graph g{ctx};
+  Node<EmptyNode> a, b;
+  g.edit([&](Edit& e) {
+    a = e.empty();
+    b = e.after(a).empty();
+  });
+  // The raw accessors' types can be named by an importer.
+  CUgraph raw = g.get();
+  CHECK(raw != nullptr);
+  CUgraphNode node = a.get();
+  CHECK(node != nullptr);
+  CUcontext c = ctx.get();
+  CHECK(c != nullptr);
+  Stream s = ctx.make_stream();
+  CUstream st = s.get();
+  CHECK(st != nullptr);
+  GraphExec exec = g.instantiate();
+  CUgraphExec ex = exec.get();
+  CHECK(ex != nullptr);
+  std::unordered_set<Node<>> nodes;
+  for (const Node<>& n : g.nodes()) nodes.insert(n);
+  CHECK(nodes.size() == 2);
+  CHECK(nodes.count(Node<>(b)) == 1);
+  std::unordered_map<GraphRef, int> views{{g.ref(), 1}};
+  CHECK(views.at(g.ref()) == 1);
+  CHECK(g.edges() == std::vector<Edge>{Edge{a, b}});
+  Inspection in = inspect(g);
+  CHECK(in.graphs[0].nodes[1].dependencies == std::vector<std::size_t>{0});
+  CHECK(to_string(in.graphs[0].nodes[0].kind) == "empty");
+  CHECK(fmt::format("{}", a) == "Node(empty)");
+  CHECK(to_dot(g).find("g0n0 -> g0n1;") != std::string::npos);
+  CHECK(inspect(exec).executable);
 }

@@ -16,6 +16,34 @@ namespace tether::detail {
 struct DriverTable;
 struct OwnersAccess;
 
+/// `T` as the compiler spells it, shortened for reading: without the `tether::` prefix, and a
+/// lambda's file path cut to its file name ("(lambda at 02_ownership.cpp:31:14)").
+template <class T>
+std::string owner_type_name() {
+  std::string_view f = __PRETTY_FUNCTION__;  // "... owner_type_name() [T = tether::SharedBuffer<float>]"
+  std::size_t b = f.find("T = ");
+  if (b == std::string_view::npos) return "?";
+  b += 4;
+  std::size_t e = f.rfind(']');
+  std::string s(f.substr(b, e == std::string_view::npos || e < b ? std::string_view::npos : e - b));
+  for (std::size_t at; (at = s.find("tether::")) != std::string::npos;) s.erase(at, 8);
+  if (std::size_t lam = s.find("(lambda at "); lam != std::string::npos) {
+    std::size_t path = lam + 11, slash = s.rfind('/');
+    if (slash != std::string::npos && slash > path) s.erase(path, slash + 1 - path);
+  }
+  return s;
+}
+
+/// The label `describe` gives an owner: `tether_owner_label(v)` where argument-dependent lookup
+/// finds one (tether's buffers, kernels, events and streams define it), else its type's name.
+template <class T>
+std::string owner_label(const T& v) {
+  if constexpr (requires { { tether_owner_label(v) } -> std::convertible_to<std::string>; })
+    return tether_owner_label(v);
+  else
+    return owner_type_name<T>();
+}
+
 /// One group of owners of a bundle (`tether::Owners`), in one allocation, and — when it is the
 /// first group of a bundle handed to a node version — that version's attachment
 /// (docs/design/attachments.md): the user object whose single reference the graph holds points here, and the reclaimer
@@ -37,6 +65,13 @@ class NodeAttachment : public Reclaimable {
     std::size_t n = 0;
     for (const NodeAttachment* b = this; b; b = b->next_group_) n += b->count_;
     return n;
+  }
+  /// Appends a label per owner of the whole bundle this group heads, the most recently added
+  /// group first (`inspect`): the owner's own label where its type gives one (`tether_owner_label`,
+  /// found by argument-dependent lookup: "SharedBuffer<float>[1024]", "kernel scale"), otherwise
+  /// its type as the compiler spells it. Allocates; the bundle is immutable, so any thread may call it.
+  void describe(std::vector<std::string>& out) const {
+    for (const NodeAttachment* b = this; b; b = b->next_group_) b->describe_group(out);
   }
   /// Releases this group and the rest of its bundle (what the reclaimer calls).
   void reclaim() noexcept final;
@@ -65,6 +100,8 @@ class NodeAttachment : public Reclaimable {
   ~NodeAttachment() = default;
   /// Destroys this group only (its owners, then its storage).
   virtual void destroy_group() noexcept = 0;
+  /// Appends one label per owner of this group.
+  virtual void describe_group(std::vector<std::string>& out) const = 0;
 
  private:
   friend class tether::Owners;
@@ -158,6 +195,9 @@ class Owners {
       count_ = sizeof...(T);
     }
     void destroy_group() noexcept override { delete this; }
+    void describe_group(std::vector<std::string>& out) const override {
+      std::apply([&](const auto&... v) { (out.push_back(detail::owner_label(v)), ...); }, values);
+    }
     std::tuple<T...> values;
   };
   detail::NodeAttachment* head_ = nullptr;
@@ -172,6 +212,8 @@ struct OwnersAccess {
   static NodeAttachment* release(Owners& o) noexcept { return std::exchange(o.head_, nullptr); }
   /// Gives `o` (which must be empty) the groups from `head` back.
   static void restore(Owners& o, NodeAttachment* head) noexcept { o.head_ = head; }
+  /// The first group of `o` (null when empty), to describe it.
+  static const NodeAttachment* head(const Owners& o) noexcept { return o.head_; }
 };
 
 }  // namespace tether::detail

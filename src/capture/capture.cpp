@@ -334,6 +334,7 @@ void publish_into(CaptureState& st, Box& box) {
     r->node = node;
     r->type = type;
     r->box = &box;
+    h.untracked.insert(r);
     h.publish(box, r);
   }
   // Captured nodes the graph no longer lists cannot exist (a capturing graph refuses node

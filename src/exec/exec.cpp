@@ -2,6 +2,8 @@
 // SPDX-FileCopyrightText: 2026 The tether authors
 #include "exec.hpp"
 
+#include "../introspect/inspect.hpp"
+
 namespace tether {
 
 namespace detail {
@@ -13,18 +15,27 @@ struct ExecOwners {
   struct Retired {
     std::uint64_t after_launches;  // launches 1..after_launches may still use these
     Owners owners;
+    const NodeRecord* rec = nullptr;  // whose version it was, and the record's generation then (for inspect)
+    std::uint32_t generation = 0;
   };
   // Why one lock for launches, updates and the markers' releases: a per-node update is a
   // ~200 ns driver call, and every extra lock is a measurable share of it (docs/performance.md).
   // A marker's release waits at most for one launch or update of its executable.
   std::mutex mu;
   std::uint64_t launches = 0;
+  std::uint64_t completed = 0;  // launches a marker has seen complete (for inspect)
   CUstream last_stream = nullptr;
+  bool updated_from_other = false;  // the last whole update came from another graph (for inspect)
   // The executable's own version of one node.
   struct Slot {
     const NodeRecord* rec = nullptr;
     Owners owners;
     std::uint64_t installed_at = 0;  // launches made before this version was installed
+    // The version CUDA's executable was instantiated (or whole-updated) from: non-owning, kept
+    // alive by the executable's copy of its user-object reference until the next whole update
+    // (or a child-graph update of the node's graph clears it). Read only by inspect.
+    const NodeAttachment* base = nullptr;
+    std::uint32_t base_generation = 0;  // rec's generation when `base` was noted (a removed node's record is recycled)
   };
   // The executable's own version per node: an open-addressing table keyed by record (never
   // erased: a whole update empties the values), sized at instantiate for every node of the source
@@ -72,9 +83,32 @@ struct ExecOwners {
     if (slot.installed_at == launches)
       dead += std::move(slot.owners);
     else
-      retired.push_back({launches, std::move(slot.owners)});
+      retired.push_back({launches, std::move(slot.owners), slot.rec, slot.rec->generation.load(std::memory_order_relaxed)});
   }
 };
+
+/// Live nodes of every live graph of `h` (the size the executable's table needs for `record_bases`).
+std::size_t total_nodes(const Hierarchy& h) noexcept {
+  std::size_t n = 0;
+  for (const Box& b : h.boxes)
+    if (!b.retired.load(std::memory_order_relaxed)) n += b.node_count;
+  return n;
+}
+/// Notes each node's current version of `h` as the one the executable was made from. The table
+/// must have room for every node (`reserve(total_nodes(h))`), so that this does not allocate.
+void record_bases(ExecOwners& o, const Hierarchy& h) noexcept {
+  for (const Box& b : h.boxes)
+    if (!b.retired.load(std::memory_order_relaxed))
+      for (NodeRecord* r = b.first; r; r = r->next) {
+        std::size_t i = o.probe(r);
+        if (!o.table[i].rec) {
+          o.table[i].rec = r;
+          ++o.used;
+        }
+        o.table[i].base = r->current;
+        o.table[i].base_generation = r->generation.load(std::memory_order_relaxed);
+      }
+}
 
 /// Releases retired owners that only launches up to `completed` could have used, here.
 void release_retired(const std::shared_ptr<ExecOwners>& owners, std::uint64_t completed) noexcept;
@@ -230,6 +264,7 @@ void release_retired(const std::shared_ptr<ExecOwners>& owners, std::uint64_t co
   {
     std::lock_guard lock(owners->mu);
     auto& r = owners->retired;
+    owners->completed = std::max(owners->completed, completed);
     auto keep = std::find_if(r.begin(), r.end(), [&](const ExecOwners::Retired& x) { return x.after_launches > completed; });
     try {
       done.reserve(static_cast<std::size_t>(keep - r.begin()));
@@ -284,7 +319,8 @@ GraphExec Graph::instantiate(const InstantiateOptions& options) const {
   state->options = options;
   state->options.upload = nullptr;  // a re-instantiation does not upload (the stream may be gone)
   state->owners = std::make_shared<detail::ExecOwners>();
-  state->owners->reserve(h->root().node_count);
+  state->owners->reserve(detail::total_nodes(*h));
+  detail::record_bases(*state->owners, *h);
   detail::ExecAccumulator* acc = detail::ExecAccumulator::create(drv);
   acc->owners() += Owners{state->owners};
   unsigned long long flags = 0;
@@ -376,7 +412,8 @@ UpdateResult GraphExec::update(const Graph& graph) {
     std::lock_guard lock(o.mu);
     const detail::DriverTable& drv = *st.drv;
     detail::ScopedContext scope(drv, st.ctx.get());
-    o.reserve(h->root().node_count);
+    // Room for every node's base as well (slots are never erased: records of removed nodes stay).
+    o.reserve(std::max(h->root().node_count, h == st.source ? o.used + detail::total_nodes(*h) : 0));
     detail::reserve_retire_all(o);
     CUgraphExecUpdateResultInfo info{};
     CUresult r = CUDA_SUCCESS;
@@ -384,7 +421,11 @@ UpdateResult GraphExec::update(const Graph& graph) {
         drv, h->root().graph, st.acc,
         [&] { r = detail::raw<detail::Entry::cuGraphExecUpdate>(drv, st.exec, h->root().graph, &info); },
         [&] {
-          if (r == CUDA_SUCCESS) detail::retire_all(o, dead);
+          if (r != CUDA_SUCCESS) return;
+          detail::retire_all(o, dead);
+          for (detail::ExecOwners::Slot& x : o.table) x.base = nullptr;
+          o.updated_from_other = h != st.source;
+          if (h == st.source) detail::record_bases(o, *h);
         });
     if (r != CUDA_SUCCESS) {
       if (r != CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE)
@@ -517,6 +558,14 @@ void GraphExec::update(const Node<ChildNode>& node, const Graph& graph) {
   // CUDA swaps the references: the executable drops the old child's and takes `graph`'s (fact 6d).
   detail::call<detail::Entry::cuGraphExecChildGraphNodeSetParams>(
       *st.drv, "updating a child graph node of an executable graph", st.exec, r->node, h->root().graph);
+  // Those dropped references were what kept the instantiated versions below the node alive.
+  for (detail::Box& b : st.source->boxes) {
+    bool below = false;
+    for (const detail::Box* p = &b; p && !below; p = p->parent) below = p->owner == r;
+    if (below)
+      for (detail::NodeRecord* x = b.first; x; x = x->next)
+        if (std::size_t i = st.owners->probe(x); st.owners->table[i].rec) st.owners->table[i].base = nullptr;
+  }
 }
 
 void GraphExec::set_enabled(const detail::NodeRef& n, bool on) {
@@ -646,6 +695,71 @@ bool wait_released(const Context& ctx, std::chrono::milliseconds timeout) {
   }
   delete sentinel;
   return Reclaimer::instance().wait_idle(left());
+}
+
+}  // namespace tether
+
+namespace tether {
+
+namespace detail {
+Inspection inspect_boxes(const std::shared_ptr<Hierarchy>& h, Box& top,
+                         std::unordered_map<const NodeRecord*, std::pair<std::size_t, std::size_t>>* where);
+}  // namespace detail
+
+Inspection inspect(const GraphExec& exec) {
+  detail::check_calls_allowed("tether::inspect");
+  if (!exec.s_) detail::throw_empty("tether::inspect", "GraphExec");
+  detail::ExecState& st = *exec.s_;
+  const std::shared_ptr<detail::Hierarchy>& h = st.source;
+  // Lock order: the hierarchy before the executable, as every update.
+  detail::HierarchyGuard lock(h->mu, "tether::inspect");
+  detail::ScopedContext scope(*st.drv, st.ctx.get());
+  std::unordered_map<const detail::NodeRecord*, std::pair<std::size_t, std::size_t>> where;
+  Inspection in = detail::inspect_boxes(h, h->root(), &where);
+  in.executable = true;
+  detail::ExecOwners& o = *st.owners;
+  std::lock_guard locked(o.mu);
+  in.launches = o.launches;
+  in.completed = o.completed;
+  in.updated_from_other_graph = o.updated_from_other;
+  // A version of a node removed from the graph since (its record freed or recycled) has no place
+  // in the graph's picture: GraphInfo::none.
+  auto place = [&](ExecVersion& v, const detail::NodeRecord* r, std::uint32_t generation) {
+    v.graph = v.node = GraphInfo::none;
+    if (r->generation.load(std::memory_order_acquire) != generation) return;
+    if (auto it = where.find(r); it != where.end()) std::tie(v.graph, v.node) = it->second;
+  };
+  for (const detail::ExecOwners::Slot& x : o.table) {
+    if (!x.rec) continue;
+    if (x.base) {
+      ExecVersion v;
+      v.state = ExecVersion::State::instantiated;
+      place(v, x.rec, x.base_generation);
+      x.base->describe(v.owners);
+      in.versions.push_back(std::move(v));
+    }
+    if (const detail::NodeAttachment* a = detail::OwnersAccess::head(x.owners)) {
+      ExecVersion v;
+      v.state = ExecVersion::State::updated;
+      place(v, x.rec, x.rec->generation.load(std::memory_order_acquire));
+      v.since_launch = x.installed_at;
+      a->describe(v.owners);
+      in.versions.push_back(std::move(v));
+    }
+  }
+  for (const detail::ExecOwners::Retired& x : o.retired) {
+    ExecVersion v;
+    v.state = ExecVersion::State::superseded;
+    if (x.rec) place(v, x.rec, x.generation);
+    v.last_launch = x.after_launches;
+    if (const detail::NodeAttachment* a = detail::OwnersAccess::head(x.owners)) a->describe(v.owners);
+    in.versions.push_back(std::move(v));
+  }
+  std::sort(in.versions.begin(), in.versions.end(), [](const ExecVersion& a, const ExecVersion& b) {
+    return std::tie(a.graph, a.node, a.state, a.last_launch, a.since_launch) <
+           std::tie(b.graph, b.node, b.state, b.last_launch, b.since_launch);
+  });
+  return in;
 }
 
 }  // namespace tether

@@ -17,6 +17,9 @@ struct ExecState;
 
 TETHER_EXPORT namespace tether {
 
+struct Inspection;
+Inspection inspect(const GraphExec& exec);
+
 /// Options of `Graph::instantiate` (cuGraphInstantiateWithFlags flags).
 struct InstantiateOptions {
   bool auto_free_on_launch = false;  ///< CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH
@@ -173,6 +176,7 @@ class GraphExec : public NodeUpdates<GraphExec> {
 
  private:
   friend class Graph;
+  friend Inspection inspect(const GraphExec& exec);
   friend class NodeUpdates<GraphExec>;
   explicit GraphExec(std::shared_ptr<detail::ExecState> s) noexcept : s_(std::move(s)) {}
   detail::ExecState& live(std::string_view call) const;

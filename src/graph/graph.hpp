@@ -62,6 +62,13 @@ class Condition {
   const detail::Box* box_ = nullptr;
 };
 
+/// A dependency of a graph (`nodes()` / `edges()` of Graph and its views): `to` runs after `from`.
+struct Edge {
+  Node<> from;
+  Node<> to;
+  friend bool operator==(const Edge& a, const Edge& b) noexcept { return a.from == b.from && a.to == b.to; }
+};
+
 /// A view of an embedded child graph (`GraphRef`, from `Edit::embed`) or of a conditional body
 /// (`BodyRef`, from if_ / if_else / while_ / switch_). Non-owning, like every `...Ref` and node
 /// handle of tether: it does not keep the graph alive. A default-constructed view is empty
@@ -83,6 +90,27 @@ class BasicGraphRef {
   std::size_t node_count() const;
   /// The driver's graph handle (owned by CUDA through the parent node). Throws UsageError if invalid.
   CUgraph get() const;
+  /// The nodes of this graph (committed, top level), in creation order; for a captured graph, in
+  /// the driver's order (cuGraphGetNodes). Throws UsageError if invalid, inside a host callback or
+  /// while this thread has an edit of the graph open; DriverError.
+  std::vector<Node<>> nodes() const;
+  /// The nodes that depend on none (cuGraphGetRootNodes). Throws as `nodes()`.
+  std::vector<Node<>> roots() const;
+  /// Every dependency (cuGraphGetEdges), in the driver's order. Throws as `nodes()`.
+  std::vector<Edge> edges() const;
+  /// A view of the graph embedded in `node`, a child graph node of this graph
+  /// (cuGraphChildGraphNodeGetGraph's graph, which CUDA owns through the node). Throws UsageError
+  /// if `node` is invalid, not in this graph, or not a child graph node.
+  GraphRef child(const Node<>& node) const;
+  /// Views of the bodies of `node`, a conditional node of this graph made by tether (one per
+  /// branch: if, if/else, while, switch cases). Throws UsageError as `child`.
+  std::vector<BodyRef> bodies(const Node<>& node) const;
+
+  /// Whether both show the same graph (compares identity: no lock, no driver call).
+  friend bool operator==(const BasicGraphRef& a, const BasicGraphRef& b) noexcept {
+    return a.ref_.box == b.ref_.box && !a.ref_.hierarchy.owner_before(b.ref_.hierarchy) &&
+           !b.ref_.hierarchy.owner_before(a.ref_.hierarchy);
+  }
 
  private:
   friend struct detail::GraphAccess;
@@ -228,6 +256,29 @@ class Graph {
   std::size_t node_count() const;
   /// The driver's graph handle (null when empty).
   CUgraph get() const noexcept;
+  /// The nodes of this graph (committed, top level), in creation order; for a captured graph, in
+  /// the driver's order (cuGraphGetNodes). Throws UsageError if empty, inside a host callback or
+  /// while this thread has an edit of the graph open; DriverError.
+  std::vector<Node<>> nodes() const;
+  /// The nodes that depend on none (cuGraphGetRootNodes). Throws as `nodes()`.
+  std::vector<Node<>> roots() const;
+  /// Every dependency (cuGraphGetEdges), in the driver's order. Throws as `nodes()`.
+  std::vector<Edge> edges() const;
+  /// A view of the graph embedded in `node`, a child graph node of this graph
+  /// (cuGraphChildGraphNodeGetGraph's graph, which CUDA owns through the node). Throws UsageError
+  /// if `node` is invalid, not in this graph, or not a child graph node.
+  GraphRef child(const Node<>& node) const;
+  /// Views of the bodies of `node`, a conditional node of this graph made by tether (one per
+  /// branch: if, if/else, while, switch cases). Throws UsageError as `child`.
+  std::vector<BodyRef> bodies(const Node<>& node) const;
+  /// Takes ownership of `graph`, a graph other code made in `ctx` (cuGraphCreate, a stream capture, a
+  /// library), as a tether Graph: it is destroyed with the Graph (cuGraphDestroy). Its nodes, and
+  /// those of its child graphs, get untyped handles (`nodes()`, `inspect`) and own nothing
+  /// (`NodeInfo::tracked` is false); nodes added by later edits own their resources as usual.
+  /// The caller must not use or destroy `graph` itself afterwards. Throws UsageError for a null
+  /// graph, for a graph a tether Graph already holds (or a graph inside one), or inside a host
+  /// callback; DriverError (listing its nodes). On failure the caller still owns `graph`.
+  static Graph adopt(const Context& ctx, CUgraph graph);
   /// Number of owners the root graph keeps without a node: stream-captured work whose node tether
   /// could not identify, and `Capture::keeping`. They are released with the graph (and with the
   /// last clone or executable of it). Clones count the same. Throws UsageError if empty.
@@ -267,3 +318,11 @@ inline const std::shared_ptr<tether::detail::Hierarchy>& tether::detail::GraphAc
 inline tether::Graph tether::detail::GraphAccess::make_graph(Context c, std::shared_ptr<Hierarchy> h) {
   return Graph(std::move(c), std::move(h));
 }
+
+/// Views as keys of unordered containers: hashes what `==` compares (the graph's box).
+template <bool InBody>
+struct std::hash<tether::BasicGraphRef<InBody>> {
+  std::size_t operator()(const tether::BasicGraphRef<InBody>& g) const noexcept {
+    return std::hash<const void*>{}(tether::detail::GraphAccess::ref(g).box);
+  }
+};

@@ -254,6 +254,7 @@ static_assert(sizeof(NodeRecord) <= 48, "a node record grew beyond 48 bytes");
 void Hierarchy::free_record(NodeRecord* r) noexcept {
   // The record may be recycled for a node that owns other graphs: no stale index entry.
   if (owns_graphs(r->type)) owned.erase(r);
+  if (!untracked.empty()) untracked.erase(r);
   r->node = nullptr;
   r->box = nullptr;
   r->current = nullptr;
@@ -393,6 +394,7 @@ void rekey(Hierarchy& dst, Box& copy_root_box, const Box& src,
         dst.publish(*db, c);
         c->current = r->current;
         if (r->type == CU_GRAPH_NODE_TYPE_GRAPH || r->type == CU_GRAPH_NODE_TYPE_CONDITIONAL) owners[r] = c;
+        if (!src.hierarchy->untracked.empty() && src.hierarchy->untracked.count(r)) dst.untracked.insert(c);
         if (map) (*map)[r] = c;
         if (pairs) pairs->emplace_back(r, c);
       }

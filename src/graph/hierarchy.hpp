@@ -176,6 +176,9 @@ struct Hierarchy {
   std::atomic<int> live_execs{0};
   std::atomic<int> root_conditionals{0};  // published conditional nodes of the root graph
   std::shared_ptr<std::atomic<int>> dying_execs = std::make_shared<std::atomic<int>>(0);
+  // Records of nodes tether did not make (an adopted graph's, other code's captured work): they own
+  // nothing, and `inspect` says so. Empty for most hierarchies; a record leaves it when freed.
+  std::unordered_set<const NodeRecord*> untracked;
 
   /// Takes ownership of `root` (destroyed with the hierarchy) and registers it.
   static std::shared_ptr<Hierarchy> adopt(const DriverTable& drv, CUgraph root);

@@ -97,11 +97,14 @@ class Node {
     return ref_.record->node;
   }
 
-  /// Whether both refer to the same node.
+  /// Whether both refer to the same node (identity: no lock, no driver call; two invalid handles
+  /// are equal only if they referred to the same node). `std::hash<Node<K>>` agrees with it.
   template <class K>
   friend bool operator==(const Node& a, const Node<K>& b) noexcept {
     const detail::NodeRef& r = detail::NodeAccess::ref(b);
-    return a.ref_.record == r.record && a.ref_.generation == r.generation;
+    // The hierarchy too: a record address is unique only while its hierarchy lives.
+    return a.ref_.record == r.record && a.ref_.generation == r.generation &&
+           !a.ref_.hierarchy.owner_before(r.hierarchy) && !r.hierarchy.owner_before(a.ref_.hierarchy);
   }
 
  private:
@@ -111,3 +114,13 @@ class Node {
 };
 
 }  // namespace tether
+
+/// Node handles as keys of unordered containers: hashes what `==` compares (the node's record and
+/// generation), so it stays stable when the node is removed.
+template <class K>
+struct std::hash<tether::Node<K>> {
+  std::size_t operator()(const tether::Node<K>& n) const noexcept {
+    const tether::detail::NodeRef& r = tether::detail::NodeAccess::ref(n);
+    return std::hash<const void*>{}(r.record) ^ (static_cast<std::size_t>(r.generation) * 0x9E3779B97F4A7C15ull);
+  }
+};

@@ -145,6 +145,10 @@ class DeviceBuffer {
                 "constructors, assignments and destructor would never run");
 
  public:
+  /// What `inspect` shows for a buffer a node owns: "DeviceBuffer<float>[1024]".
+  friend std::string tether_owner_label(const DeviceBuffer& b) {
+    return std::string("DeviceBuffer<") + std::string(detail::type_name<T>()) + ">[" + std::to_string(b.size()) + "]";
+  }
   using value_type = T;
 
   /// An empty buffer.
@@ -210,6 +214,10 @@ class DeviceBuffer {
 template <class T>
 class SharedBuffer {
  public:
+  /// What `inspect` shows for a buffer a node owns: "SharedBuffer<float>[1024]".
+  friend std::string tether_owner_label(const SharedBuffer& b) {
+    return std::string("SharedBuffer<") + std::string(detail::type_name<T>()) + ">[" + std::to_string(b.size()) + "]";
+  }
   using value_type = T;
 
   /// An empty shared buffer.
@@ -265,6 +273,10 @@ class PinnedBuffer {
                 "byte, so T's constructors and destructor would never run");
 
  public:
+  /// What `inspect` shows for a buffer a node owns: "PinnedBuffer<float>[1024]".
+  friend std::string tether_owner_label(const PinnedBuffer& b) {
+    return std::string("PinnedBuffer<") + std::string(detail::type_name<T>()) + ">[" + std::to_string(b.size()) + "]";
+  }
   using value_type = T;
 
   /// An empty buffer.
@@ -318,6 +330,10 @@ class PinnedBuffer {
 template <class T>
 class SharedPinnedBuffer {
  public:
+  /// What `inspect` shows for a buffer a node owns: "SharedPinnedBuffer<float>[1024]".
+  friend std::string tether_owner_label(const SharedPinnedBuffer& b) {
+    return std::string("SharedPinnedBuffer<") + std::string(detail::type_name<T>()) + ">[" + std::to_string(b.size()) + "]";
+  }
   using value_type = T;
 
   /// An empty shared buffer.

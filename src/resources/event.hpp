@@ -30,6 +30,8 @@ TETHER_EXPORT namespace tether {
 /// thread (the release rule of docs/design/attachments.md), and never throws.
 class Event {
  public:
+  /// What `inspect` shows for an event a node owns.
+  friend std::string tether_owner_label(const Event&) { return "Event"; }
   Event(const Event&) noexcept = default;
   Event& operator=(const Event&) noexcept = default;
   ~Event() = default;

@@ -97,6 +97,8 @@ class Image {
 /// it can block while a host callback runs.
 class Module {
  public:
+  /// What `inspect` shows for a module a node owns.
+  friend std::string tether_owner_label(const Module&) { return "Module"; }
   Module(const Module&) noexcept = default;
   Module& operator=(const Module&) noexcept = default;
   ~Module() = default;
@@ -155,6 +157,10 @@ struct KernelInfo : std::enable_shared_from_this<KernelInfo> {
   std::string name;
   CUcontext context;  // the module's, kept here so that building a node does not copy a Context
 };
+/// What `inspect` shows for the kernel record an updated kernel node keeps: "kernel scale".
+inline std::string tether_owner_label(const std::shared_ptr<const KernelInfo>& k) {
+  return k ? "kernel " + k->name : "kernel";
+}
 
 }  // namespace tether::detail
 
@@ -174,6 +180,8 @@ class Kernel {
                 "parameter values byte by byte");
 
  public:
+  /// What `inspect` shows for a kernel a node owns: "kernel scale".
+  friend std::string tether_owner_label(const Kernel& k) { return "kernel " + std::string(k.name()); }
   // Why copies only: a move would leave an empty Kernel whose members dereference nothing; a
   // Kernel is never empty, so moving it copies (one reference count).
   Kernel(const Kernel&) noexcept = default;

@@ -91,6 +91,8 @@ TETHER_EXPORT namespace tether {
 /// docs/design/attachments.md) and never throws.
 class Stream {
  public:
+  /// What `inspect` shows for a stream a node owns.
+  friend std::string tether_owner_label(const Stream&) { return "Stream"; }
   /// An empty stream.
   Stream() noexcept = default;
 

@@ -71,6 +71,14 @@ TEST_CASE_FIXTURE(Fixture, "every member of a moved-from or reset Graph throws U
           {"instantiate(options)", [&] { (void)g.instantiate(InstantiateOptions{.upload = &stream}); }},
           {"ref()", [&] { (void)g.ref(); }},
           {"node_count()", [&] { (void)g.node_count(); }},
+          {"nodes()", [&] { (void)g.nodes(); }},
+          {"roots()", [&] { (void)g.roots(); }},
+          {"edges()", [&] { (void)g.edges(); }},
+          {"child(node)", [&] { (void)g.child(node); }},
+          {"bodies(node)", [&] { (void)g.bodies(node); }},
+          {"tether::inspect(g)", [&] { (void)inspect(g); }},
+          {"tether::to_dot(g)", [&] { (void)to_dot(g); }},
+          {"tether::debug_dot_print(g, path)", [&] { debug_dot_print(g, "/tmp/tether_never_written.dot"); }},
       };
       each_throws(members, {"Graph", kEmpty}, {}, state + " / ");
       const Observations observations = {
@@ -167,6 +175,8 @@ TEST_CASE_FIXTURE(Fixture, "every member of a moved-from or reset GraphExec thro
           {"enable(node, false)", [&] { exec.enable(a.kernel, false); }},
           {"enabled(node)", [&] { (void)exec.enabled(a.kernel); }},
           {"reclaim(s)", [&] { exec.reclaim(stream); }},
+          {"tether::inspect(exec)", [&] { (void)inspect(exec); }},
+          {"tether::to_dot(exec)", [&] { (void)to_dot(exec); }},
       };
       each_throws(members, {"GraphExec", kEmpty}, {}, state + " / ");
       const Observations observations = {
@@ -485,6 +495,13 @@ TEST_CASE_FIXTURE(Fixture, "a default GraphRef or BodyRef is invalid and every u
       {"BodyRef::edit(fn)", [&] { body.edit([](BodyEdit&) {}); }},
       {"BodyRef::node_count()", [&] { (void)body.node_count(); }},
       {"BodyRef::get()", [&] { (void)body.get(); }},
+      {"GraphRef::nodes()", [&] { (void)view.nodes(); }},
+      {"GraphRef::roots()", [&] { (void)view.roots(); }},
+      {"GraphRef::edges()", [&] { (void)view.edges(); }},
+      {"GraphRef::child(node)", [&] { (void)view.child(Node<>{}); }},
+      {"BodyRef::bodies(node)", [&] { (void)body.bodies(Node<>{}); }},
+      {"tether::inspect(GraphRef{})", [&] { (void)inspect(view); }},
+      {"tether::inspect(BodyRef{})", [&] { (void)inspect(body); }},
   };
   SUBCASE("members say invalid") { each_throws(invalid, {"invalid"}); }
   const Table in = {

@@ -1,0 +1,465 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 The tether authors
+#include "inspect.hpp"
+
+namespace tether {
+
+namespace detail {
+
+namespace {
+
+NodeKind kind_of(CUgraphNodeType t) noexcept {
+  switch (t) {
+    case CU_GRAPH_NODE_TYPE_KERNEL: return NodeKind::kernel;
+    case CU_GRAPH_NODE_TYPE_MEMCPY: return NodeKind::memcpy;
+    case CU_GRAPH_NODE_TYPE_MEMSET: return NodeKind::memset;
+    case CU_GRAPH_NODE_TYPE_HOST: return NodeKind::host;
+    case CU_GRAPH_NODE_TYPE_GRAPH: return NodeKind::child_graph;
+    case CU_GRAPH_NODE_TYPE_EMPTY: return NodeKind::empty;
+    case CU_GRAPH_NODE_TYPE_EVENT_RECORD: return NodeKind::event_record;
+    case CU_GRAPH_NODE_TYPE_WAIT_EVENT: return NodeKind::event_wait;
+    case CU_GRAPH_NODE_TYPE_MEM_ALLOC: return NodeKind::mem_alloc;
+    case CU_GRAPH_NODE_TYPE_MEM_FREE: return NodeKind::mem_free;
+    case CU_GRAPH_NODE_TYPE_CONDITIONAL: return NodeKind::conditional;
+    default: return NodeKind::other;
+  }
+}
+
+Node<> handle(const std::shared_ptr<Hierarchy>& h, NodeRecord* r) {
+  return NodeAccess::make<AnyKind>(NodeRef{h, r, r->generation.load(std::memory_order_acquire)});
+}
+
+// The records of `box` by driver node handle (a box's list is its nodes, committed).
+std::unordered_map<CUgraphNode, NodeRecord*> by_node(const Box& box) {
+  std::unordered_map<CUgraphNode, NodeRecord*> m;
+  m.reserve(box.node_count);
+  box.for_each([&](NodeRecord* r) { m.emplace(r->node, r); });
+  return m;
+}
+
+// cuGraphGetEdges of `box`, as pairs of driver handles.
+std::vector<std::pair<CUgraphNode, CUgraphNode>> driver_edges(const DriverTable& drv, const Box& box) {
+  std::size_t n = 0;
+  call<Entry::cuGraphGetEdges>(drv, "counting a graph's edges", box.graph, static_cast<CUgraphNode*>(nullptr),
+                               static_cast<CUgraphNode*>(nullptr), static_cast<CUgraphEdgeData*>(nullptr), &n);
+  std::vector<CUgraphNode> from(n), to(n);
+  std::vector<CUgraphEdgeData> data(n);
+  if (n) call<Entry::cuGraphGetEdges>(drv, "listing a graph's edges", box.graph, from.data(), to.data(), data.data(), &n);
+  std::vector<std::pair<CUgraphNode, CUgraphNode>> e;
+  e.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) e.emplace_back(from[i], to[i]);
+  return e;
+}
+
+// The first box owned by `r` (then Box::next_owned), or null.
+Box* owned_by(const Hierarchy& h, const NodeRecord* r) {
+  auto it = h.owned.find(r);
+  return it == h.owned.end() ? nullptr : it->second;
+}
+
+// Locks the hierarchy of a view (or graph) for a query, with its context current. Throws
+// UsageError for an invalid one, inside a host callback, or with an edit of it open on this thread.
+struct Query {
+  Query(const BoxRef& ref, const Context& ctx, std::string_view call)
+      : h(checked(ref, call)), box(ref.box), guard(h->mu, call), scope(*h->drv, ctx.get()) {
+    h->check_usable();
+    if (box->retired.load(std::memory_order_acquire))
+      throw UsageError(fmt::format("{}: this graph view is invalid (its node was removed, or its graph destroyed)", call));
+  }
+  static std::shared_ptr<Hierarchy> checked(const BoxRef& ref, std::string_view call) {
+    check_calls_allowed(call);
+    std::shared_ptr<Hierarchy> h = ref.lock();
+    if (!h)
+      throw UsageError(fmt::format("{}: this graph view is invalid or empty (default-constructed, its node removed, or "
+                                   "its graph destroyed)",
+                                   call));
+    return h;
+  }
+  std::shared_ptr<Hierarchy> h;
+  Box* box;
+  HierarchyGuard guard;
+  ScopedContext scope;
+};
+
+std::vector<Node<>> query_nodes(const BoxRef& ref, const Context& ctx, std::string_view call) {
+  Query q(ref, ctx, call);
+  std::vector<Node<>> out;
+  out.reserve(q.box->node_count);
+  q.box->for_each([&](NodeRecord* r) { out.push_back(handle(q.h, r)); });
+  return out;
+}
+
+std::vector<Node<>> query_roots(const BoxRef& ref, const Context& ctx, std::string_view call) {
+  Query q(ref, ctx, call);
+  const DriverTable& drv = *q.h->drv;
+  std::size_t n = 0;
+  detail::call<Entry::cuGraphGetRootNodes>(drv, "counting a graph's root nodes", q.box->graph,
+                                           static_cast<CUgraphNode*>(nullptr), &n);
+  std::vector<CUgraphNode> roots(n);
+  if (n) detail::call<Entry::cuGraphGetRootNodes>(drv, "listing a graph's root nodes", q.box->graph, roots.data(), &n);
+  auto m = by_node(*q.box);
+  std::vector<Node<>> out;
+  out.reserve(n);
+  for (CUgraphNode r : roots)
+    if (auto it = m.find(r); it != m.end()) out.push_back(handle(q.h, it->second));
+  return out;
+}
+
+std::vector<Edge> query_edges(const BoxRef& ref, const Context& ctx, std::string_view call) {
+  Query q(ref, ctx, call);
+  auto m = by_node(*q.box);
+  std::vector<Edge> out;
+  for (auto [f, t] : driver_edges(*q.h->drv, *q.box)) {
+    auto a = m.find(f), b = m.find(t);
+    if (a != m.end() && b != m.end()) out.push_back(Edge{handle(q.h, a->second), handle(q.h, b->second)});
+  }
+  return out;
+}
+
+// The record of `node` if it is a live node of `q.box` (else UsageError naming `call`).
+NodeRecord* node_of(const Query& q, const Node<>& node, std::string_view call) {
+  const NodeRef& n = NodeAccess::ref(node);
+  if (!n.record || !same_hierarchy(n.hierarchy, q.h) || !n.current())
+    throw UsageError(fmt::format("{}: the node handle is invalid, or not of this graph", call));
+  if (n.record->box != q.box) throw UsageError(fmt::format("{}: the node is not in this graph (it is in another graph of its hierarchy)", call));
+  return n.record;
+}
+
+GraphRef query_child(const BoxRef& ref, const Context& ctx, const Node<>& node, std::string_view call) {
+  Query q(ref, ctx, call);
+  NodeRecord* r = node_of(q, node, call);
+  Box* b = r->type == CU_GRAPH_NODE_TYPE_GRAPH ? owned_by(*q.h, r) : nullptr;
+  if (!b)
+    throw UsageError(fmt::format("{}: the node is a {} node, not a child graph node", call, to_string(kind_of(r->type))));
+  return GraphAccess::graph_ref(BoxRef{q.h, b}, ctx);
+}
+
+std::vector<BodyRef> query_bodies(const BoxRef& ref, const Context& ctx, const Node<>& node, std::string_view call) {
+  Query q(ref, ctx, call);
+  NodeRecord* r = node_of(q, node, call);
+  if (r->type != CU_GRAPH_NODE_TYPE_CONDITIONAL)
+    throw UsageError(fmt::format("{}: the node is a {} node, not a conditional node", call, to_string(kind_of(r->type))));
+  std::vector<BodyRef> out;
+  for (Box* b = owned_by(*q.h, r); b; b = b->next_owned) out.push_back(GraphAccess::body_ref(BoxRef{q.h, b}, ctx));
+  return out;
+}
+
+}  // namespace
+
+Inspection inspect_boxes(const std::shared_ptr<Hierarchy>& h, Box& top,
+                         std::unordered_map<const NodeRecord*, std::pair<std::size_t, std::size_t>>* where) {
+  const DriverTable& drv = *h->drv;
+  Inspection in;
+  std::vector<Box*> boxes{&top};
+  for (std::size_t gi = 0; gi < boxes.size(); ++gi) {
+    Box& b = *boxes[gi];
+    GraphInfo g;
+    g.role = b.kind == BoxKind::root ? GraphInfo::Role::root : b.kind == BoxKind::child ? GraphInfo::Role::child
+                                                                                        : GraphInfo::Role::body;
+    g.anonymous_owners = b.anonymous_owners;
+    std::unordered_map<CUgraphNode, std::size_t> index;
+    index.reserve(b.node_count);
+    b.for_each([&](NodeRecord* r) {
+      NodeInfo n;
+      n.node = handle(h, r);
+      n.index = g.nodes.size();
+      n.kind = kind_of(r->type);
+      n.tracked = h->untracked.empty() || !h->untracked.count(r);
+      if (r->current) r->current->describe(n.owners);
+      if (n.kind == NodeKind::kernel)
+        for (const std::string& o : n.owners)
+          if (o.starts_with("kernel ")) {
+            n.label = o.substr(7);
+            break;
+          }
+      for (Box* c = owns_graphs(r->type) ? owned_by(*h, r) : nullptr; c; c = c->next_owned) {
+        if (c->retired.load(std::memory_order_acquire)) continue;
+        n.graphs.push_back(boxes.size());
+        boxes.push_back(c);
+      }
+      index.emplace(r->node, n.index);
+      if (where) (*where)[r] = {gi, n.index};
+      g.nodes.push_back(std::move(n));
+    });
+    for (auto [f, t] : driver_edges(drv, b)) {
+      auto a = index.find(f), z = index.find(t);
+      if (a != index.end() && z != index.end()) g.nodes[z->second].dependencies.push_back(a->second);
+    }
+    for (NodeInfo& n : g.nodes) std::sort(n.dependencies.begin(), n.dependencies.end());
+    in.graphs.push_back(std::move(g));
+  }
+  // Parents: each graph after the node that owns it.
+  for (std::size_t gi = 0; gi < in.graphs.size(); ++gi)
+    for (NodeInfo& n : in.graphs[gi].nodes)
+      for (std::size_t c : n.graphs) {
+        in.graphs[c].parent = gi;
+        in.graphs[c].parent_node = n.index;
+      }
+  return in;
+}
+
+std::string describe_node(const NodeRef& n) {
+  std::shared_ptr<Hierarchy> h = n.hierarchy.lock();
+  if (!h || !n.current()) return "Node(invalid)";
+  CUgraphNodeType t = n.record->type;  // set before publication, immutable while the node lives
+  if (!n.current()) return "Node(invalid)";
+  return fmt::format("Node({})", to_string(kind_of(t)));
+}
+
+namespace {
+Inspection inspect_ref(const BoxRef& ref, const Context& ctx, std::string_view call) {
+  Query q(ref, ctx, call);
+  return inspect_boxes(q.h, *q.box, nullptr);
+}
+}  // namespace
+
+}  // namespace detail
+
+std::string_view to_string(NodeKind k) noexcept {
+  switch (k) {
+    case NodeKind::kernel: return "kernel";
+    case NodeKind::memcpy: return "memcpy";
+    case NodeKind::memset: return "memset";
+    case NodeKind::host: return "host";
+    case NodeKind::child_graph: return "child_graph";
+    case NodeKind::empty: return "empty";
+    case NodeKind::event_record: return "event_record";
+    case NodeKind::event_wait: return "event_wait";
+    case NodeKind::mem_alloc: return "mem_alloc";
+    case NodeKind::mem_free: return "mem_free";
+    case NodeKind::conditional: return "conditional";
+    case NodeKind::other: return "other";
+  }
+  return "other";
+}
+
+std::string_view to_string(GraphInfo::Role r) noexcept {
+  switch (r) {
+    case GraphInfo::Role::root: return "root";
+    case GraphInfo::Role::child: return "child";
+    case GraphInfo::Role::body: return "body";
+  }
+  return "root";
+}
+
+std::string_view to_string(ExecVersion::State s) noexcept {
+  switch (s) {
+    case ExecVersion::State::instantiated: return "instantiated";
+    case ExecVersion::State::updated: return "updated";
+    case ExecVersion::State::superseded: return "superseded";
+  }
+  return "instantiated";
+}
+
+std::size_t Inspection::node_count() const noexcept {
+  std::size_t n = 0;
+  for (const GraphInfo& g : graphs) n += g.nodes.size();
+  return n;
+}
+
+std::size_t Inspection::owner_count() const noexcept {
+  std::size_t n = 0;
+  for (const GraphInfo& g : graphs) {
+    n += g.anonymous_owners;
+    for (const NodeInfo& x : g.nodes) n += x.owners.size();
+  }
+  return n;
+}
+
+namespace {
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const std::string& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+}  // namespace
+
+std::string to_string(const NodeInfo& n) {
+  std::string s(to_string(n.kind));
+  if (!n.label.empty()) s += " " + n.label;
+  if (!n.dependencies.empty()) {
+    s += " <- [";
+    for (std::size_t i = 0; i < n.dependencies.size(); ++i) s += (i ? ", " : "") + std::to_string(n.dependencies[i]);
+    s += "]";
+  }
+  if (!n.owners.empty()) s += " owns {" + join(n.owners) + "}";
+  if (!n.tracked) s += " (not made by tether: owns nothing)";
+  return s;
+}
+
+std::string to_string(const Inspection& in) {
+  std::string s;
+  std::vector<std::size_t> depth(in.graphs.size(), 0);
+  for (std::size_t gi = 0; gi < in.graphs.size(); ++gi) {
+    const GraphInfo& g = in.graphs[gi];
+    if (g.parent != GraphInfo::none) depth[gi] = depth[g.parent] + 1;
+    std::string pad(2 * depth[gi], ' ');
+    s += fmt::format("{}graph {} ({}", pad, gi, to_string(g.role));
+    if (g.parent != GraphInfo::none) s += fmt::format(" of graph {} node {}", g.parent, g.parent_node);
+    s += fmt::format("): {} node{}", g.nodes.size(), g.nodes.size() == 1 ? "" : "s");
+    if (g.anonymous_owners) s += fmt::format(", {} anonymous owner{}", g.anonymous_owners, g.anonymous_owners == 1 ? "" : "s");
+    s += "\n";
+    for (const NodeInfo& n : g.nodes) s += fmt::format("{}  [{}] {}\n", pad, n.index, to_string(n));
+  }
+  if (in.executable) {
+    s += fmt::format("executable: {} launch{}, {} known complete{}\n", in.launches, in.launches == 1 ? "" : "es",
+                     in.completed, in.updated_from_other_graph ? "; last whole update from another graph" : "");
+    for (const ExecVersion& v : in.versions) {
+      s += fmt::format("  graph {} node {}: {}", v.graph, v.node, to_string(v.state));
+      if (v.state == ExecVersion::State::updated) s += fmt::format(" after launch {}", v.since_launch);
+      if (v.state == ExecVersion::State::superseded) s += fmt::format(", kept until launch {} completes", v.last_launch);
+      s += v.owners.empty() ? std::string(", owns nothing") : " owns {" + join(v.owners) + "}";
+      s += "\n";
+    }
+  }
+  return s;
+}
+
+Inspection inspect(const Graph& graph) {
+  const auto& h = detail::GraphAccess::live(graph, "tether::inspect");
+  return detail::inspect_ref(detail::BoxRef{h, h->root_box}, graph.context(), "tether::inspect");
+}
+Inspection inspect(const GraphRef& graph) {
+  return detail::inspect_ref(detail::GraphAccess::ref(graph), detail::GraphAccess::ctx(graph), "tether::inspect");
+}
+Inspection inspect(const BodyRef& graph) {
+  return detail::inspect_ref(detail::GraphAccess::ref(graph), detail::GraphAccess::ctx(graph), "tether::inspect");
+}
+
+std::string to_dot(const Graph& graph, const DotOptions& options) { return to_dot(inspect(graph), options); }
+std::string to_dot(const GraphExec& exec, const DotOptions& options) { return to_dot(inspect(exec), options); }
+
+void debug_dot_print(const Graph& graph, const std::string& path, unsigned flags) {
+  const auto& h = detail::GraphAccess::live(graph, "tether::debug_dot_print");
+  detail::Query q(detail::BoxRef{h, h->root_box}, graph.context(), "tether::debug_dot_print");
+  detail::call<detail::Entry::cuGraphDebugDotPrint>(*h->drv, fmt::format("writing the driver's DOT picture to {}", path),
+                                                    q.box->graph, path.c_str(), flags);
+}
+
+// ------------------------------------------------------------------ Graph and view queries
+
+namespace {
+detail::BoxRef root_ref(const Graph& g, std::string_view call) {
+  const auto& h = detail::GraphAccess::live(g, call);
+  return detail::BoxRef{h, h->root_box};
+}
+}  // namespace
+
+std::vector<Node<>> Graph::nodes() const { return detail::query_nodes(root_ref(*this, "Graph::nodes"), ctx_, "Graph::nodes"); }
+std::vector<Node<>> Graph::roots() const { return detail::query_roots(root_ref(*this, "Graph::roots"), ctx_, "Graph::roots"); }
+std::vector<Edge> Graph::edges() const { return detail::query_edges(root_ref(*this, "Graph::edges"), ctx_, "Graph::edges"); }
+GraphRef Graph::child(const Node<>& node) const {
+  return detail::query_child(root_ref(*this, "Graph::child"), ctx_, node, "Graph::child");
+}
+std::vector<BodyRef> Graph::bodies(const Node<>& node) const {
+  return detail::query_bodies(root_ref(*this, "Graph::bodies"), ctx_, node, "Graph::bodies");
+}
+
+template <bool InBody>
+std::vector<Node<>> BasicGraphRef<InBody>::nodes() const {
+  return detail::query_nodes(ref_, *ctx_, "GraphRef::nodes");
+}
+template <bool InBody>
+std::vector<Node<>> BasicGraphRef<InBody>::roots() const {
+  return detail::query_roots(ref_, *ctx_, "GraphRef::roots");
+}
+template <bool InBody>
+std::vector<Edge> BasicGraphRef<InBody>::edges() const {
+  return detail::query_edges(ref_, *ctx_, "GraphRef::edges");
+}
+template <bool InBody>
+GraphRef BasicGraphRef<InBody>::child(const Node<>& node) const {
+  return detail::query_child(ref_, *ctx_, node, "GraphRef::child");
+}
+template <bool InBody>
+std::vector<BodyRef> BasicGraphRef<InBody>::bodies(const Node<>& node) const {
+  return detail::query_bodies(ref_, *ctx_, node, "GraphRef::bodies");
+}
+// Member by member: graph.cpp instantiates the class itself.
+#define TETHER_VIEW_QUERIES(B)                                                      \
+  template std::vector<Node<>> BasicGraphRef<B>::nodes() const;                     \
+  template std::vector<Node<>> BasicGraphRef<B>::roots() const;                     \
+  template std::vector<Edge> BasicGraphRef<B>::edges() const;                       \
+  template GraphRef BasicGraphRef<B>::child(const Node<>& node) const;              \
+  template std::vector<BodyRef> BasicGraphRef<B>::bodies(const Node<>& node) const;
+TETHER_VIEW_QUERIES(false)
+TETHER_VIEW_QUERIES(true)
+#undef TETHER_VIEW_QUERIES
+
+// ------------------------------------------------------------------------------ adopt
+
+namespace {
+// What adopting a graph needs to know of it, read before anything is built, so that a failing
+// driver call leaves the caller's graph untouched.
+struct RawGraph {
+  struct Child;
+  CUgraph graph = nullptr;
+  std::vector<std::pair<CUgraphNode, CUgraphNodeType>> nodes;
+  std::vector<Child> children;  // node index -> its embedded graph
+};
+struct RawGraph::Child {
+  std::size_t node;
+  RawGraph graph;
+};
+
+RawGraph read_raw(const detail::DriverTable& drv, CUgraph g, int depth) {
+  if (depth > 64) throw UsageError("Graph::adopt: child graphs nested deeper than 64 levels");
+  RawGraph out;
+  out.graph = g;
+  std::size_t n = 0;
+  detail::call<detail::Entry::cuGraphGetNodes>(drv, "counting an adopted graph's nodes", g, static_cast<CUgraphNode*>(nullptr), &n);
+  std::vector<CUgraphNode> nodes(n);
+  if (n) detail::call<detail::Entry::cuGraphGetNodes>(drv, "listing an adopted graph's nodes", g, nodes.data(), &n);
+  for (std::size_t i = 0; i < n; ++i) {
+    CUgraphNodeType t{};
+    detail::call<detail::Entry::cuGraphNodeGetType>(drv, "reading an adopted node's type", nodes[i], &t);
+    out.nodes.emplace_back(nodes[i], t);
+    if (t == CU_GRAPH_NODE_TYPE_GRAPH) {
+      CUgraph c = nullptr;
+      detail::call<detail::Entry::cuGraphChildGraphNodeGetGraph>(drv, "finding an adopted node's child graph", nodes[i], &c);
+      out.children.push_back(RawGraph::Child{i, read_raw(drv, c, depth + 1)});
+    }
+  }
+  return out;
+}
+
+void build(detail::Hierarchy& h, detail::Box& box, const RawGraph& raw) {
+  std::vector<detail::NodeRecord*> recs;
+  for (auto [node, type] : raw.nodes) {
+    detail::NodeRecord* r = h.allocate_record();
+    r->node = node;
+    r->type = type;
+    r->box = &box;
+    h.untracked.insert(r);
+    h.publish(box, r);
+    recs.push_back(r);
+  }
+  for (const RawGraph::Child& child : raw.children) {
+    detail::Box& c = h.add_box(child.graph.graph, &box, recs[child.node], detail::BoxKind::child);
+    build(h, c, child.graph);
+  }
+}
+}  // namespace
+
+Graph Graph::adopt(const Context& ctx, CUgraph graph) {
+  detail::check_calls_allowed("Graph::adopt");
+  if (!graph) throw UsageError("Graph::adopt: the graph is null");
+  if (detail::Registry::instance().find(graph))
+    throw UsageError("Graph::adopt: this graph is already held by a tether Graph (or is embedded in one): adopt only "
+                     "graphs other code made");
+  const detail::DriverTable& drv = detail::table_of(ctx.runtime());
+  RawGraph raw;
+  {
+    detail::ScopedContext scope(drv, ctx.get());
+    raw = read_raw(drv, graph, 0);
+  }
+  // From here the hierarchy owns the graph (it destroys it if building fails: out of memory only).
+  std::shared_ptr<detail::Hierarchy> h = detail::Hierarchy::adopt(drv, graph);
+  {
+    detail::HierarchyGuard lock(h->mu, "Graph::adopt");
+    build(*h, h->root(), raw);
+  }
+  return Graph(ctx, std::move(h));
+}
+
+}  // namespace tether

@@ -1,0 +1,199 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 The tether authors
+//
+// Introspection (docs/introspection.md): what a graph or an executable holds, as a value —
+// its nodes, their dependencies, the owners of each current version, child graphs and
+// conditional bodies, and for an executable the per-node versions it keeps and why — and the
+// same as a Graphviz DOT picture.
+#pragma once
+
+#include "../config.hpp"
+#include "../prelude.hpp"
+#include "../exec/exec.hpp"
+#include "../graph/graph.hpp"
+
+TETHER_EXPORT namespace tether {
+
+/// A node's kind, as the driver reports it (cuGraphNodeGetType).
+enum class NodeKind : std::uint8_t {
+  kernel,        ///< CU_GRAPH_NODE_TYPE_KERNEL
+  memcpy,        ///< CU_GRAPH_NODE_TYPE_MEMCPY
+  memset,        ///< CU_GRAPH_NODE_TYPE_MEMSET
+  host,          ///< CU_GRAPH_NODE_TYPE_HOST
+  child_graph,   ///< CU_GRAPH_NODE_TYPE_GRAPH
+  empty,         ///< CU_GRAPH_NODE_TYPE_EMPTY
+  event_record,  ///< CU_GRAPH_NODE_TYPE_EVENT_RECORD
+  event_wait,    ///< CU_GRAPH_NODE_TYPE_WAIT_EVENT
+  mem_alloc,     ///< CU_GRAPH_NODE_TYPE_MEM_ALLOC
+  mem_free,      ///< CU_GRAPH_NODE_TYPE_MEM_FREE
+  conditional,   ///< CU_GRAPH_NODE_TYPE_CONDITIONAL
+  other,         ///< any other type (external semaphores, batch memory operations, ...)
+};
+/// "kernel", "memcpy", ..., "child_graph", "conditional", "other".
+std::string_view to_string(NodeKind k) noexcept;
+
+/// One node of an inspected graph.
+struct NodeInfo {
+  Node<> node;             ///< a handle to it (non-owning, like every node handle)
+  std::size_t index = 0;   ///< its position in `GraphInfo::nodes` (creation order; a capture's graph order)
+  NodeKind kind = NodeKind::other;
+  /// A kernel node's function name ("scale") where tether knows it (its version owns the kernel);
+  /// otherwise empty.
+  std::string label;
+  /// Indices, in the same `GraphInfo::nodes`, of the nodes this one depends on (cuGraphGetEdges).
+  std::vector<std::size_t> dependencies;
+  /// The owners of the node's current version, one label each ("SharedBuffer<float>[1024]",
+  /// "kernel scale", "(lambda at 02_ownership.cpp:31:14)"); empty when that version owns nothing.
+  std::vector<std::string> owners;
+  /// False for a node tether did not make and keeps nothing for: work other code captured into a
+  /// tether capture, and every node of an adopted graph (`Graph::adopt`).
+  bool tracked = true;
+  /// For a child graph or conditional node: the indices in `Inspection::graphs` of the graphs it
+  /// owns (one child graph; one body per branch of a conditional). Empty for other kinds, and for
+  /// conditional nodes tether did not make (the driver does not list their bodies).
+  std::vector<std::size_t> graphs;
+};
+
+/// One graph of an inspected hierarchy: the root, an embedded child graph, or a conditional body.
+struct GraphInfo {
+  enum class Role : std::uint8_t { root, child, body };
+  static constexpr std::size_t none = static_cast<std::size_t>(-1);
+  Role role = Role::root;
+  std::size_t parent = none;       ///< index in `Inspection::graphs` of the graph holding the owning node
+  std::size_t parent_node = none;  ///< index of the owning node in that graph's `nodes`
+  std::vector<NodeInfo> nodes;
+  /// Owners the graph keeps without a node (`Graph::anonymous_owners`): stream-captured work
+  /// tether could not attribute, and `Capture::keeping`.
+  std::size_t anonymous_owners = 0;
+};
+/// "root", "child", "body".
+std::string_view to_string(GraphInfo::Role r) noexcept;
+
+/// A version of a node's parameters that an executable keeps alive, and why.
+struct ExecVersion {
+  enum class State : std::uint8_t {
+    /// The version the executable was instantiated (or whole-updated) from: CUDA's copy of its
+    /// user-object reference keeps it until the executable is destroyed or whole-updated, even
+    /// after a per-node update superseded it.
+    instantiated,
+    /// The executable's own current version, set by a per-node update (`GraphExec::update(node, ...)`).
+    updated,
+    /// A per-node version superseded while a launch may still use it: released once launch
+    /// `last_launch` is known complete (tether's marker behind the next launch, or `reclaim`).
+    superseded,
+  };
+  State state = State::instantiated;
+  std::size_t graph = 0;  ///< where the node is: `Inspection::graphs[graph].nodes[node]`
+  std::size_t node = 0;
+  std::vector<std::string> owners;  ///< one label per owner, as NodeInfo::owners
+  std::uint64_t since_launch = 0;   ///< updated: the number of launches made before it was installed
+  std::uint64_t last_launch = 0;    ///< superseded: the last launch that may use it
+};
+/// "instantiated", "updated", "superseded".
+std::string_view to_string(ExecVersion::State s) noexcept;
+
+/// What a graph, a view or an executable holds (`tether::inspect`): a snapshot, taken under the
+/// graph's lock; a plain value that stays valid after the graph changes or goes (its node handles
+/// then become invalid, like any).
+struct Inspection {
+  bool executable = false;          ///< made from a GraphExec
+  /// `graphs[0]` is the inspected graph; below it every child graph and conditional body, each
+  /// after its parent.
+  std::vector<GraphInfo> graphs;
+  // For an executable (else zero / empty):
+  std::uint64_t launches = 0;       ///< launches made so far
+  std::uint64_t completed = 0;      ///< launches tether knows have completed (its markers ran)
+  /// The last whole update came from another graph than the one the executable was instantiated
+  /// from: CUDA holds that graph's versions, which tether does not list per node.
+  bool updated_from_other_graph = false;
+  /// Versions the executable keeps, per node: instantiated, updated and superseded ones.
+  std::vector<ExecVersion> versions;
+
+  /// Every node of every graph (`graphs[i].nodes` summed).
+  std::size_t node_count() const noexcept;
+  /// Every owner label of every current node version plus the anonymous owners (for an
+  /// executable, the graph's own; `versions` counted separately).
+  std::size_t owner_count() const noexcept;
+};
+
+/// Inspects `graph` (its root and everything below): nodes (cuGraphGetNodes where tether did not
+/// record them), edges (cuGraphGetEdges), kinds, owners. Throws UsageError for an empty Graph or an
+/// invalid view, inside a host callback, or when this thread has an edit of the graph open (the
+/// snapshot would show uncommitted nodes); DriverError. Thread safety: waits for another thread's
+/// edit of the graph to finish.
+Inspection inspect(const Graph& graph);
+/// Inspects the child graph or body `graph` and what is below it (`graphs[0]` is it).
+Inspection inspect(const GraphRef& graph);
+Inspection inspect(const BodyRef& graph);
+/// Inspects an executable: the graph it was (last) instantiated from, as `inspect(graph)`, and
+/// the versions it keeps (`Inspection::versions`), with its launch counts. Throws as `inspect(graph)`,
+/// and UsageError for an empty GraphExec.
+Inspection inspect(const GraphExec& exec);
+
+/// What `to_dot` draws.
+struct DotOptions {
+  bool owners = true;    ///< each node's owners, and each graph's anonymous owners
+  bool versions = true;  ///< an executable's updated and superseded versions, beside their node
+  bool instantiated = false;  ///< an executable's instantiated versions too (one per node: verbose)
+  std::string title;     ///< the picture's label (default: none)
+};
+/// The inspection as a Graphviz DOT `digraph`: nodes by kind (shape and colour), dependencies as
+/// edges, child graphs and conditional bodies as clusters tied to their owning node, owners as
+/// annotations, anonymous owners on their graph, and an executable's versions beside their node.
+/// Deterministic: names come from positions (g0n3), never from addresses. No driver call.
+std::string to_dot(const Inspection& inspection, const DotOptions& options = {});
+/// `to_dot(inspect(x), options)`.
+std::string to_dot(const Graph& graph, const DotOptions& options = {});
+std::string to_dot(const GraphExec& exec, const DotOptions& options = {});
+
+/// The driver's own DOT picture of `graph` written to `path` (cuGraphDebugDotPrint): driver
+/// handles and parameters, no owners. `flags` are CUgraphDebugDot_flags bits (default 1,
+/// CU_GRAPH_DEBUG_DOT_FLAGS_VERBOSE). Throws UsageError for an empty Graph or inside a host
+/// callback, DriverError (e.g. a path that cannot be written).
+void debug_dot_print(const Graph& graph, const std::string& path, unsigned flags = 1u);
+
+}  // namespace tether
+
+namespace tether::detail {
+std::string describe_node(const NodeRef& n);
+}  // namespace tether::detail
+
+TETHER_EXPORT namespace tether {
+/// One line: "kernel scale <- [0, 1] owns {kernel scale, SharedBuffer<float>[1024]}".
+std::string to_string(const NodeInfo& node);
+/// One line per graph and per node, indented by depth; for an executable, its launches and versions.
+std::string to_string(const Inspection& inspection);
+/// "Node(kernel)", "Node(memset)", ... for a valid handle; "Node(invalid)" otherwise. Thread safety:
+/// may be called concurrently with edits of the graph.
+template <class K>
+std::string to_string(const Node<K>& node) {
+  return detail::describe_node(detail::NodeAccess::ref(node));
+}
+}  // namespace tether
+
+#if TETHER_HAS_FMT
+/// `fmt::format("{}", node)`: as `to_string(node)`.
+template <class K>
+struct fmt::formatter<tether::Node<K>> : fmt::formatter<std::string_view> {
+  template <class Ctx>
+  auto format(const tether::Node<K>& n, Ctx& ctx) const {
+    return fmt::formatter<std::string_view>::format(tether::to_string(n), ctx);
+  }
+};
+/// `fmt::format("{}", info)`: as `to_string(info)`.
+template <>
+struct fmt::formatter<tether::NodeInfo> : fmt::formatter<std::string_view> {
+  template <class Ctx>
+  auto format(const tether::NodeInfo& n, Ctx& ctx) const {
+    return fmt::formatter<std::string_view>::format(tether::to_string(n), ctx);
+  }
+};
+/// `fmt::format("{}", inspection)`: as `to_string(inspection)`.
+template <>
+struct fmt::formatter<tether::Inspection> : fmt::formatter<std::string_view> {
+  template <class Ctx>
+  auto format(const tether::Inspection& in, Ctx& ctx) const {
+    return fmt::formatter<std::string_view>::format(tether::to_string(in), ctx);
+  }
+};
+#endif  // TETHER_HAS_FMT
