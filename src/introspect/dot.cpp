@@ -92,7 +92,7 @@ class DotWriter {
 
   void node(std::size_t gi, const NodeInfo& n, const std::string& pad) {
     Style s = style_of(n.kind);
-    std::string label(to_string(n.kind));
+    std::string label = fmt::format("{}: {}", n.index, to_string(n.kind));
     if (!n.label.empty()) label += " " + n.label;
     label += "\n";
     if (o_.owners)
@@ -137,8 +137,8 @@ class DotWriter {
   void cluster(std::size_t gi, const NodeInfo& owner, std::size_t c, const std::string& pad) {
     const GraphInfo& g = in_.graphs[c];
     std::string label = g.role == GraphInfo::Role::body
-                            ? fmt::format("body {} of {}", body_index(owner, c), node_id(gi, owner.index))
-                            : fmt::format("child graph of {}", node_id(gi, owner.index));
+                            ? fmt::format("body {} of node {}", body_index(owner, c), owner.index)
+                            : fmt::format("child graph of node {}", owner.index);
     out_ += fmt::format("{}subgraph cluster_g{} {{\n", pad, c);
     out_ += fmt::format("{}  label=\"{}\"; style=\"rounded,dashed\"; color=\"#777777\";\n", pad, quoted(label));
     graph(c, pad + "  ");

@@ -25,6 +25,12 @@ NodeKind kind_of(CUgraphNodeType t) noexcept {
   }
 }
 
+// "a kernel", "an empty", ...: the kind with its article, for messages.
+std::string a_kind(CUgraphNodeType t) {
+  std::string_view k = to_string(kind_of(t));
+  return std::string(std::string_view("aeiou").find(k.front()) == std::string_view::npos ? "a " : "an ") + std::string(k);
+}
+
 Node<> handle(const std::shared_ptr<Hierarchy>& h, NodeRecord* r) {
   return NodeAccess::make<AnyKind>(NodeRef{h, r, r->generation.load(std::memory_order_acquire)});
 }
@@ -130,7 +136,7 @@ GraphRef query_child(const BoxRef& ref, const Context& ctx, const Node<>& node, 
   NodeRecord* r = node_of(q, node, call);
   Box* b = r->type == CU_GRAPH_NODE_TYPE_GRAPH ? owned_by(*q.h, r) : nullptr;
   if (!b)
-    throw UsageError(fmt::format("{}: the node is a {} node, not a child graph node", call, to_string(kind_of(r->type))));
+    throw UsageError(fmt::format("{}: the node is {} node, not a child graph node", call, a_kind(r->type)));
   return GraphAccess::graph_ref(BoxRef{q.h, b}, ctx);
 }
 
@@ -138,7 +144,7 @@ std::vector<BodyRef> query_bodies(const BoxRef& ref, const Context& ctx, const N
   Query q(ref, ctx, call);
   NodeRecord* r = node_of(q, node, call);
   if (r->type != CU_GRAPH_NODE_TYPE_CONDITIONAL)
-    throw UsageError(fmt::format("{}: the node is a {} node, not a conditional node", call, to_string(kind_of(r->type))));
+    throw UsageError(fmt::format("{}: the node is {} node, not a conditional node", call, a_kind(r->type)));
   std::vector<BodyRef> out;
   for (Box* b = owned_by(*q.h, r); b; b = b->next_owned) out.push_back(GraphAccess::body_ref(BoxRef{q.h, b}, ctx));
   return out;

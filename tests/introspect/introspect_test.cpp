@@ -198,12 +198,12 @@ TEST_CASE_FIXTURE(DslFixture, "to_dot draws nodes by kind, dependencies, cluster
   CHECK(dot.starts_with("digraph tether {\n"));
   CHECK(dot.ends_with("}\n"));
   CHECK(contains(dot, "label=\"a \\\"rich\\\" graph\\l\""));
-  CHECK(contains(dot, "g0n1 [shape=box, fillcolor=\"#d6e4ff\", label=\"kernel scale\\lowns kernel scale\\lowns "
+  CHECK(contains(dot, "g0n1 [shape=box, fillcolor=\"#d6e4ff\", label=\"1: kernel scale\\lowns kernel scale\\lowns "
                       "SharedBuffer<float>[64]\\l\"];"));
   CHECK(contains(dot, "g0n0 -> g0n1;"));
   CHECK(count(dot, "subgraph cluster_g") == 3);
-  CHECK(contains(dot, "label=\"child graph of g0n3\""));
-  CHECK(contains(dot, "label=\"body 0 of g0n4\""));
+  CHECK(contains(dot, "label=\"child graph of node 3\""));
+  CHECK(contains(dot, "label=\"body 0 of node 4\""));
   CHECK(contains(dot, "g0n4 -> g2n0 [lhead=cluster_g2"));
   CHECK(contains(dot, "shape=diamond"));
   CHECK_FALSE(contains(dot, "0x"));
