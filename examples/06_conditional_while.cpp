@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 The tether authors
 //
-// 03 — conditionals: a while node whose body scales a buffer until a kernel clears the condition.
-// Bodies are views (BodyRef) edited in the same transaction with e.in(body).
+// 06 — conditional while: a while node whose body scales a buffer until a kernel, counting down
+// in device memory, clears the condition on the device. Bodies are views (BodyRef) edited in the
+// same transaction with e.in(body).
 #include <cstdio>
 #include <span>
 #include <string>
