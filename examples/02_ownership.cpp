@@ -24,6 +24,7 @@ int main(int, char** argv) try {
   tether::Stream stream = ctx.make_stream();
   constexpr int n = 256;
   const tether::Launch launch{tether::Grid{1}, tether::Block{n}};
+  // [build]
   tether::Graph g{ctx};
   tether::Node<tether::KernelNode<float*, float, int>> k;  // a handle: owns nothing
   tether::Unowned<float> peek;                            // only to read results: not retained
@@ -42,7 +43,9 @@ int main(int, char** argv) try {
       e.after(k).host([runs = std::move(runs)] { runs->fetch_add(1); });  // and this one the state
     });
   }  // module, kernel and the program's handle to x are gone; the graph keeps them
+  // [build]
 
+  // [consumers]
   tether::Graph copy = g.clone();          // keeps its own references to the same owners
   tether::GraphExec exec = g.instantiate();
   g.reset();                               // the executable keeps the graph's definition:
@@ -53,6 +56,7 @@ int main(int, char** argv) try {
   tether::GraphExec from_copy = copy.instantiate();
   from_copy.launch(stream);                // the clone still has factor 2: x *= 2
   stream.synchronize();
+  // [consumers]
 
   tether::SharedBuffer<float> out = ctx.alloc<float>(n).share();
   tether::Graph reader{ctx};
@@ -64,6 +68,7 @@ int main(int, char** argv) try {
   out.copy_to(h);
   std::printf("x[0] = %g (1 * 5 * 2); the host node ran %d times\n", h[0], watch.lock()->load());
 
+  // [release]
   // Drop everything: the owners go on the reclaimer once CUDA lets go of the last reference.
   for (tether::GraphExec* e : {&exec, &from_copy, &copier}) e->reset();
   copy.reset();
@@ -72,6 +77,7 @@ int main(int, char** argv) try {
   bool released = tether::wait_released(ctx, std::chrono::seconds(5));
   std::printf("owners released: %s; the host node's state: %s\n", released ? "yes" : "not yet",
               watch.expired() ? "released" : "alive");
+  // [release]
   return h[0] == 10.0f && !k.valid() && watch.expired() ? 0 : 1;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "%s\n", e.what());

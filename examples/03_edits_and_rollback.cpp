@@ -14,13 +14,14 @@
 #include "twins.hpp"  // examples::register_twins(): what the simulator runs for each kernel of kernels.cu
 
 import tether;
-
+// [tracked]
 struct Tracked {  // an owner that counts its live objects: what "released" means below
   static inline std::atomic<int> alive{0};
   Tracked() { ++alive; }
   Tracked(Tracked&&) noexcept { ++alive; }
   ~Tracked() { --alive; }
 };
+// [tracked]
 
 int main(int, char** argv) try {
   examples::register_twins();

@@ -30,6 +30,7 @@ int main(int, char** argv) try {
   x.copy_from(std::span<const float>(&one, 1));
   counter.copy_from(std::span<const int>(&four, 1));
 
+  // [graph]
   const tether::Launch single{tether::Grid{1}, tether::Block{1}};
   tether::Graph g{ctx};
   g.edit([&](tether::Edit& e) {
@@ -38,6 +39,7 @@ int main(int, char** argv) try {
     auto step = e.in(body).launch(scale, single, x, 2.0f, 1);
     e.after(step).launch(countdown, single, c.handle(), counter);
   });
+  // [graph]
   tether::GraphExec exec = g.instantiate();
   exec.launch(stream);
   stream.synchronize();

@@ -13,7 +13,8 @@ followed by a fenced block that this tool owns:
 A region of a source file lies between two comment lines `// [name]` (the same line opens and
 closes it); marker lines are never shown and the region's common indentation is removed. The
 whole file is shown without its leading comment block (license and description) and without any
-marker line. The output is the stdout of BUILD/examples/<name> run with TETHER_DRIVER=sim.
+marker line. The output is the stdout of BUILD/examples/<name> run with TETHER_DRIVER=sim. The
+ports' header line "(N lines in the original; this port: M)" must give the file's line count M.
 
     tools/tutorial.py update --build DIR   rewrites every such block from the sources and the runs
     tools/tutorial.py check --build DIR    the same without writing: fails listing each drifted block
@@ -205,6 +206,36 @@ def process(path, sources, problems):
     return lines, out, markers
 
 
+PORT_COUNT = re.compile(r"this( port|\n// port): (\d+)\)")
+
+
+def port_headers(write, problems):
+    """The ports' header comments say "(N lines in the original; this port: M)": M must be the
+    file's line count. Checked (and, when `write`, corrected) for every program in examples/."""
+    changed = []
+    folder = os.path.join(ROOT, "examples")
+    for name in sorted(os.listdir(folder)):
+        if not name.endswith(".cpp"):
+            continue
+        path = os.path.join(folder, name)
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        m = PORT_COUNT.search(text)
+        if not m:
+            continue
+        lines = text.count("\n")
+        if int(m.group(2)) == lines:
+            continue
+        if write:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text[:m.start(2)] + str(lines) + text[m.end(2):])
+            changed.append(f"examples/{name}")
+        else:
+            problems.append(("drift", f"examples/{name}: its header says \"this port: {m.group(2)}\" but the "
+                                      f"file has {lines} lines"))
+    return changed
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("command", choices=["update", "check"])
@@ -212,7 +243,8 @@ def main():
                     help="the meson build directory holding examples/ (default: build)")
     args = ap.parse_args()
     sources = Sources(os.path.abspath(args.build))
-    problems, changed, blocks = [], [], 0
+    problems, blocks = [], 0
+    changed = port_headers(args.command == "update", problems)
     for path in markdown_files():
         mine = []
         lines, out, markers = process(path, sources, mine)
@@ -233,10 +265,11 @@ def main():
     for _, text in problems:
         print(text, file=sys.stderr)
     if problems:
-        print(f"tutorial.py: {len(problems)} of {blocks} marked blocks are not current; run "
-              f"`tools/tutorial.py update --build {args.build}` and commit the result", file=sys.stderr)
+        print(f"tutorial.py: {len(problems)} not current ({blocks} marked blocks checked, and the ports' "
+              f"headers); run `tools/tutorial.py update --build {args.build}` and commit the result",
+              file=sys.stderr)
         return 1
-    print(f"tutorial.py: all {blocks} marked blocks are current")
+    print(f"tutorial.py: all {blocks} marked blocks and the ports' headers are current")
     return 0
 
 
