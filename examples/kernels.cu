@@ -100,3 +100,17 @@ extern "C" __global__ void condition_from(cudaGraphConditionalHandle handle, con
 extern "C" __global__ void add_to(int* x, int v) {
   if (threadIdx.x == 0 && blockIdx.x == 0) *x += v;
 }
+
+// Reverses each block's chunk of x (`chunk` floats from blockIdx.x * chunk) through `chunk` floats
+// of dynamic shared memory (64 KiB for 16384 floats: above the 48 KiB default, so the launch raises
+// the kernel's limit), and records in cluster_blocks[blockIdx.x] how many blocks its cluster has
+// (1 without a cluster attribute).
+#include <cooperative_groups.h>
+extern "C" __global__ void reverse_chunks(float* x, int chunk, unsigned* cluster_blocks) {
+  extern __shared__ float tile[];  // [chunk]
+  float* mine = x + (size_t)blockIdx.x * chunk;
+  for (int i = threadIdx.x; i < chunk; i += blockDim.x) tile[i] = mine[i];
+  __syncthreads();
+  for (int i = threadIdx.x; i < chunk; i += blockDim.x) mine[i] = tile[chunk - 1 - i];
+  if (threadIdx.x == 0) cluster_blocks[blockIdx.x] = cooperative_groups::this_cluster().num_blocks();
+}

@@ -91,6 +91,24 @@ inline void register_twins() {
       });
   // add_to(x, v): *x += v.
   tether::sim::register_kernel<int*, int>("add_to", [](const LaunchInfo&, int* x, int v) { *x += v; });
+  // reverse_chunks(x, chunk, cluster_blocks): each block reverses its chunk of x through `chunk`
+  // floats of dynamic shared memory (a launch with less fails here, as it would on the GPU: out of
+  // bounds) and records the number of blocks of its cluster.
+  tether::sim::register_kernel<float*, int, unsigned*>(
+      "reverse_chunks", [](const LaunchInfo& info, float* x, int chunk, unsigned* cluster_blocks) {
+        const std::size_t c = static_cast<std::size_t>(chunk);
+        if (info.shared_mem_bytes < c * sizeof(float))
+          throw std::length_error("reverse_chunks needs chunk floats of dynamic shared memory");
+        for (std::size_t b = 0; b < info.grid[0]; ++b) {
+          float* mine = x + b * c;
+          for (std::size_t i = 0; i < c / 2; ++i) {
+            const float t = mine[i];
+            mine[i] = mine[c - 1 - i];
+            mine[c - 1 - i] = t;
+          }
+          cluster_blocks[b] = info.cluster[0] * info.cluster[1] * info.cluster[2];
+        }
+      });
 }
 
 }  // namespace examples

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 The tether authors
 //
-// 03 — conditionals: a while node whose body scales a buffer until a kernel clears the condition.
-// Bodies are views (BodyRef) edited in the same transaction with e.in(body).
+// 06 — conditional while: a while node whose body scales a buffer until a kernel, counting down
+// in device memory, clears the condition on the device. Bodies are views (BodyRef) edited in the
+// same transaction with e.in(body).
 #include <cstdio>
 #include <span>
 #include <string>
@@ -29,6 +30,7 @@ int main(int, char** argv) try {
   x.copy_from(std::span<const float>(&one, 1));
   counter.copy_from(std::span<const int>(&four, 1));
 
+  // [graph]
   const tether::Launch single{tether::Grid{1}, tether::Block{1}};
   tether::Graph g{ctx};
   g.edit([&](tether::Edit& e) {
@@ -37,6 +39,7 @@ int main(int, char** argv) try {
     auto step = e.in(body).launch(scale, single, x, 2.0f, 1);
     e.after(step).launch(countdown, single, c.handle(), counter);
   });
+  // [graph]
   tether::GraphExec exec = g.instantiate();
   exec.launch(stream);
   stream.synchronize();

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 The tether authors
 //
-// 06 — the scenarios of NVIDIA's graphConditionalNodes sample, each a graph whose conditional node
+// 16 — graph conditional nodes: port of NVIDIA's graphConditionalNodes (573 lines in the original;
+// this port: 94) written from its description: its scenarios, each a graph whose conditional node
 // is decided on the device by a kernel that reads a value from device memory: an IF whose body
 // runs only when the value is non-zero; a WHILE whose body decrements the value as a counter and
 // clears the condition at zero; an IF/ELSE; a SWITCH over four cases; and a WHILE whose body is
@@ -18,7 +19,7 @@ import tether;
 int main(int, char** argv) try {
   examples::register_twins();
   tether::Runtime rt = tether::Runtime::open();
-  std::printf("driver: %s\n", rt.describe().c_str());
+  std::fprintf(stderr, "driver: %s\n", rt.describe().c_str());  // stdout stays deterministic
   tether::Context ctx = rt.context(0);
   tether::Stream stream = ctx.make_stream();
   std::string dir = argv[0];
@@ -47,6 +48,7 @@ int main(int, char** argv) try {
                 in_a, a, want_a, in_b, b, want_b);
     failed += !ok;
   };
+  // [graph]
   // Every graph starts with the kernel that sets its condition from the value; `body` adds the
   // conditional node after it (through `at`) and fills its bodies.
   auto graph = [&](auto&& body) {
@@ -59,7 +61,9 @@ int main(int, char** argv) try {
     return g;
   };
   using At = tether::BasicInserter<false>;
+  // [graph]
 
+  // [scenarios]
   check("IF:", graph([&](tether::Edit& e, At& at, const tether::Condition& c) {
           e.in(at.if_(c).then_).launch(add_to, one, out, 1);
         }), 0, 0, 1, 1);
@@ -82,6 +86,7 @@ int main(int, char** argv) try {
             stream.launch(add_to, one, out, 2);
           });
         }), 3, 6, 0, 0);
+  // [scenarios]
   return failed ? 1 : 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "%s\n", e.what());
