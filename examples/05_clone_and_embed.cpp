@@ -53,6 +53,7 @@ int main(int, char** argv) try {
               second.node_count());
   // [independent]
 
+  examples::picture("05-embedded", g);  // docs/tutorial/img/05-embedded.svg
   tether::GraphExec exec = g.instantiate();
   exec.launch(stream);
   stream.synchronize();

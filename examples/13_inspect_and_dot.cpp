@@ -10,8 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "twins.hpp"  // the simulator twins of kernels.cu: examples::register_twins()
-#include "pictures.hpp"
+#include "twins.hpp"  // the simulator twins of kernels.cu; examples::picture (pictures.hpp)
 
 import tether;
 

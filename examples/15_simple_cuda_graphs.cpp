@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 The tether authors
 //
-// 15 — simple CUDA graphs: port of NVIDIA's simpleCudaGraphs (413 lines in the original; this port: 98),
+// 15 — simple CUDA graphs: port of NVIDIA's simpleCudaGraphs (413 lines in the original; this port: 99),
 // written from its description: the sum of 2^20 floats by two kernels (block partial sums, then one
 // block over the partials), with the copy in, the memsets of both outputs and the copy out, built twice: (a) node by node in an edit, (b) by capturing the same
 // work on three streams (the memsets forked to two more streams while the first copies the input,
@@ -85,6 +85,7 @@ int main(int, char** argv) try {
                 g.node_count(), launches, result_h.data()[0], expected, passed);
     return passed == launches;
   };
+  examples::picture("15-by-nodes", by_nodes), examples::picture("15-captured", captured);
   bool ok = run("(a) explicit nodes:", by_nodes);
   ok = run("(a) its clone:", by_nodes.clone()) && ok;
   ok = run("(b) stream capture:", captured) && ok;

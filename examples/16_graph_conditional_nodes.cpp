@@ -2,7 +2,7 @@
 // SPDX-FileCopyrightText: 2026 The tether authors
 //
 // 16 — graph conditional nodes: port of NVIDIA's graphConditionalNodes (573 lines in the original;
-// this port: 94) written from its description: its scenarios, each a graph whose conditional node
+// this port: 95) written from its description: its scenarios, each a graph whose conditional node
 // is decided on the device by a kernel that reads a value from device memory: an IF whose body
 // runs only when the value is non-zero; a WHILE whose body decrements the value as a counter and
 // clears the condition at zero; an IF/ELSE; a SWITCH over four cases; and a WHILE whose body is
@@ -39,7 +39,7 @@ int main(int, char** argv) try {
     out.copy_to(std::span<int>(&got, 1));
     return got;
   };
-  int failed = 0;
+  int failed = 0, drawn = 0;
   auto check = [&](const char* name, const tether::Graph& g, int in_a, int want_a, int in_b, int want_b) {
     tether::GraphExec exec = g.instantiate();  // one executable, launched with each value
     const int a = run(exec, in_a), b = run(exec, in_b);
@@ -47,6 +47,7 @@ int main(int, char** argv) try {
     std::printf("%s %-34s value %d: out %d (expected %d); value %d: out %d (expected %d)\n", ok ? "PASS" : "FAIL", name,
                 in_a, a, want_a, in_b, b, want_b);
     failed += !ok;
+    examples::picture("16-" + std::to_string(++drawn), g);  // docs/tutorial/img/16-<n>.svg
   };
   // [graph]
   // Every graph starts with the kernel that sets its condition from the value; `body` adds the

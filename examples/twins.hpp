@@ -112,3 +112,6 @@ inline void register_twins() {
 }
 
 }  // namespace examples
+
+// examples::picture(name, graph_or_exec): the tutorial's pictures (docs/tutorial/img/).
+#include "pictures.hpp"
