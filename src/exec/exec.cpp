@@ -471,7 +471,12 @@ void check_single_instance(const Hierarchy& h, std::string_view what) {
 UpdateResult GraphExec::update_or_reinstantiate(const Graph& graph) {
   UpdateResult r = update(graph);
   if (r) return r;
-  GraphExec fresh = graph.instantiate(s_->options);
+  const InstantiateOptions options = s_->options;
+  // CUDA instantiates a graph with conditional nodes once at a time: when this executable is the
+  // one instance of `graph`, it must go first (destroyed here, as every such executable is).
+  if (s_->counted && s_->source == detail::GraphAccess::hierarchy(graph) && detail::has_conditional_nodes(*s_->source))
+    reset();
+  GraphExec fresh = graph.instantiate(options);
   *this = std::move(fresh);
   r.reinstantiated = true;
   return r;

@@ -134,7 +134,10 @@ class GraphExec : public NodeUpdates<GraphExec> {
   /// the update's verdict; `reinstantiated` says whether it was replaced (then `reason` is why).
   /// Per-node updates afterwards take nodes of the graph this executable was last instantiated
   /// from. Needs exclusive access to this object (it may be assigned). Throws like `update` and
-  /// `Graph::instantiate`; if the instantiation throws, this executable is unchanged.
+  /// `Graph::instantiate`; if the instantiation throws, this executable is unchanged — except for
+  /// a graph with conditional nodes that this executable was instantiated from: CUDA instantiates
+  /// such a graph once at a time, so this executable is destroyed first (launches in flight keep
+  /// its owners), and is empty if the instantiation then throws.
   UpdateResult update_or_reinstantiate(const Graph& graph);
 
   /// Per-node updates (NodeUpdates): they change this executable only (not the graph), through

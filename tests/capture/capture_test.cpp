@@ -679,3 +679,24 @@ TEST_CASE_FIXTURE(DslFixture, "an edit's capture function that instantiates the 
   CHECK(g.node_count() == 1);
   CHECK_FALSE(stream.capturing());
 }
+
+TEST_CASE_FIXTURE(DslFixture, "update_or_reinstantiate replaces the one executable of a graph with conditional nodes "
+                              "when the update is refused, although CUDA instantiates such a graph once at a time") {
+  SharedBuffer<float> x = buffer(64, 1.0f);
+  Graph g{ctx};
+  g.edit([&](Edit& e) {
+    Condition c = e.condition(0);
+    e.in(e.if_(c).then_).launch(k.scale, Grid{1}, Block{64}, x, 2.0f, 64);
+  });
+  GraphExec exec = g.instantiate();
+  CHECK(contains(message_of([&] { (void)g.instantiate(); }), "instantiated more than once"));
+  g.edit([&](Edit& e) { e.launch(k.scale, Grid{1}, Block{64}, x, 3.0f, 64); });  // a new node: topology changed
+  UpdateResult r = exec.update_or_reinstantiate(g);
+  CHECK(r.reinstantiated);
+  CHECK(r.reason == UpdateResult::Reason::topology_changed);
+  REQUIRE(static_cast<bool>(exec));
+  exec.launch(stream);
+  stream.synchronize();
+  CHECK(read(x) == std::vector<float>(64, 3.0f));  // the condition defaults to 0: only the new node ran
+  CHECK(contains(message_of([&] { (void)g.instantiate(); }), "instantiated more than once"));
+}
