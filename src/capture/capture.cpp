@@ -15,7 +15,6 @@ struct CaptureState {
   std::uint64_t id = 0;
   CUgraph graph = nullptr;
   std::shared_ptr<Hierarchy> h;
-  bool in_edit = false;
   std::mutex mu;  // the lists below: stream operations may come from any thread
   struct Captured {
     NodeRecord* rec;
@@ -170,6 +169,13 @@ void report_marker_failure(const DriverTable& t, CUresult r) noexcept {
   if (r != CUDA_SUCCESS)
     report_failure(t, Entry::cuLaunchHostFunc, r,
                    "handing a stream's owners to a marker (they stay with the stream until the next marker or wait)");
+}
+
+// Outside capture: an operation's owners join the stream's burst (its lock held), and every
+// kBurstOps operations with owners the burst goes to a marker behind them.
+void join_burst_locked(const DriverTable& t, CUstream s, StreamBurst& burst, Owners&& owners) noexcept {
+  burst.owners += std::move(owners);
+  if (++burst.ops >= kBurstOps) report_marker_failure(t, flush_burst_locked(t, s, burst));
 }
 
 struct CaptureInfo {
@@ -357,7 +363,6 @@ std::shared_ptr<CaptureState> begin(const Stream& stream, CaptureMode mode, std:
   st->drv = &t;
   st->ctx = StreamAccess::owner(stream);
   st->origin = stream.get();
-  st->in_edit = into != nullptr;
   st->h = into ? std::move(into) : Hierarchy::for_capture(t);
   ScopedContext scope(cs);
   if (capture_status(t, st->origin, what) != CU_STREAM_CAPTURE_STATUS_NONE)
@@ -408,11 +413,7 @@ NodeRef submit(const Stream& s, CUgraphNodeParams& p, const Launch* launch, Owne
     std::lock_guard lock(burst->mu);
     if (CUresult r = issue(t, s.get(), p, launch, allocated, &entry); r != CUDA_SUCCESS)
       throw_op_error(t, entry, r, what, false);
-    if (!owners.empty()) {
-      burst->owners += std::move(owners);
-      // A failed marker keeps the burst for the next one (never released early).
-      if (++burst->ops >= kBurstOps) report_marker_failure(t, flush_burst_locked(t, s.get(), *burst));
-    }
+    if (!owners.empty()) join_burst_locked(t, s.get(), *burst, std::move(owners));
     return {};
   }
   if (info.status == CU_STREAM_CAPTURE_STATUS_INVALIDATED) {
@@ -473,8 +474,7 @@ void keep_on_capture(const Stream& s, Owners&& owners, const char* what) {
     StreamBurst* burst = StreamAccess::burst(s);
     if (!burst) return;  // released on the reclaimer by the guard (after the call it kept nothing)
     std::lock_guard lock(burst->mu);
-    burst->owners += std::move(owners);
-    if (++burst->ops >= kBurstOps) report_marker_failure(t, flush_burst_locked(t, s.get(), *burst));
+    join_burst_locked(t, s.get(), *burst, std::move(owners));
     return;
   }
   Staged staged = prepare(t, info.graph, std::move(owners));
