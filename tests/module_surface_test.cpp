@@ -186,6 +186,7 @@ TEST_CASE("the module exports introspection, the raw handle types, and hashing o
   GraphExec exec = g.instantiate();
   CUgraphExec ex = exec.get();
   CHECK(ex != nullptr);
+  static_assert(sizeof(CUlaunchMemSyncDomain) > 0 && sizeof(CUaccessProperty) > 0 && sizeof(CUdeviceptr) == 8);
   std::unordered_set<Node<>> nodes;
   for (const Node<>& n : g.nodes()) nodes.insert(n);
   CHECK(nodes.size() == 2);
