@@ -100,3 +100,31 @@ extern "C" __global__ void condition_from(cudaGraphConditionalHandle handle, con
 extern "C" __global__ void add_to(int* x, int v) {
   if (threadIdx.x == 0 && blockIdx.x == 0) *x += v;
 }
+
+// y[i] += a * x[i].
+extern "C" __global__ void add_scaled(float* y, const float* x, float a, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] += a * x[i];
+}
+
+// out[i] = in[i] * in[i] (NVIDIA's graphMemoryNodes sample: the first kernel).
+extern "C" __global__ void square_array(const float* in, float* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = in[i] * in[i];
+}
+
+// out[i] = -in[i] (the sample's second kernel).
+extern "C" __global__ void negate_array(const float* in, float* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = -in[i];
+}
+
+// Sets *failed to 1 where got[i] differs from want[i] by more than the sample's tolerance:
+// (got - want)^2 / want^2 > 1e-6. Reads memory another graph allocated, on the device.
+extern "C" __global__ void validate_close(const float* got, const float* want, int n, int* failed) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    const float d = got[i] - want[i];
+    if (d * d / (want[i] * want[i]) > 1e-6f) *failed = 1;
+  }
+}
