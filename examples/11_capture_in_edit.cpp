@@ -44,7 +44,7 @@ int main(int, char** argv) try {
     tether::CaptureResult twice = e.after(fill.node).capture(stream, [&] {  // after the first region
       stream.launch(scale, launch, x, 2.0f, n);
       try {
-        e.empty();                                                 // the edit's own creators wait
+        e.empty();                                                 // refused while the edit captures
       } catch (const tether::UsageError& err) {
         refused = err.what();
       }
