@@ -48,13 +48,13 @@ int main(int, char** argv) try {
   tether::GraphExec exec = capture_step(1).instantiate();
   bool right = true;
   for (int step = 1; step <= steps; ++step) {
-    if (step > 1) {
+    if (step == 1) {
+      std::printf("step 1: instantiated");
+    } else {
       tether::Graph g = capture_step(step);
       tether::UpdateResult r = exec.update_or_reinstantiate(g);
       std::printf("step %d: %-14s %s", step, r.reinstantiated ? "reinstantiated" : "updated",
                   std::string(tether::to_string(r.reason)).c_str());
-    } else {
-      std::printf("step 1: instantiated");
     }  // the step's Graph is dropped here: the executable holds what it needs
     exec.launch(stream);
     stream.synchronize();  // the step's result is read back: a decode loop reads its token here
