@@ -114,3 +114,31 @@ extern "C" __global__ void reverse_chunks(float* x, int chunk, unsigned* cluster
   for (int i = threadIdx.x; i < chunk; i += blockDim.x) mine[i] = tile[chunk - 1 - i];
   if (threadIdx.x == 0) cluster_blocks[blockIdx.x] = cooperative_groups::this_cluster().num_blocks();
 }
+
+// y[i] += a * x[i].
+extern "C" __global__ void add_scaled(float* y, const float* x, float a, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] += a * x[i];
+}
+
+// out[i] = in[i] * in[i] (NVIDIA's graphMemoryNodes sample: the first kernel).
+extern "C" __global__ void square_array(const float* in, float* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = in[i] * in[i];
+}
+
+// out[i] = -in[i] (the sample's second kernel).
+extern "C" __global__ void negate_array(const float* in, float* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = -in[i];
+}
+
+// Sets *failed to 1 where got[i] differs from want[i] by more than the graphMemoryNodes sample's
+// tolerance, (got - want)^2 / want^2 > 1e-6 (the sample's check on the device).
+extern "C" __global__ void validate_close(const float* got, const float* want, int n, int* failed) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    const float d = got[i] - want[i];
+    if (d * d / (want[i] * want[i]) > 1e-6f) *failed = 1;
+  }
+}

@@ -109,6 +109,28 @@ inline void register_twins() {
           cluster_blocks[b] = info.cluster[0] * info.cluster[1] * info.cluster[2];
         }
       });
+  // add_scaled(y, x, a, n): y[i] += a * x[i].
+  tether::sim::register_kernel<float*, const float*, float, int>(
+      "add_scaled", [](const LaunchInfo&, float* y, const float* x, float a, int n) {
+        for (int i = 0; i < n; ++i) y[i] += a * x[i];
+      });
+  // square_array(in, out, n), negate_array(in, out, n): out[i] = in[i]^2, out[i] = -in[i].
+  tether::sim::register_kernel<const float*, float*, int>(
+      "square_array", [](const LaunchInfo&, const float* in, float* out, int n) {
+        for (int i = 0; i < n; ++i) out[i] = in[i] * in[i];
+      });
+  tether::sim::register_kernel<const float*, float*, int>(
+      "negate_array", [](const LaunchInfo&, const float* in, float* out, int n) {
+        for (int i = 0; i < n; ++i) out[i] = -in[i];
+      });
+  // validate_close(got, want, n, failed): *failed = 1 where (got - want)^2 / want^2 > 1e-6.
+  tether::sim::register_kernel<const float*, const float*, int, int*>(
+      "validate_close", [](const LaunchInfo&, const float* got, const float* want, int n, int* failed) {
+        for (int i = 0; i < n; ++i) {
+          const float d = got[i] - want[i];
+          if (d * d / (want[i] * want[i]) > 1e-6f) *failed = 1;
+        }
+      });
 }
 
 }  // namespace examples
