@@ -488,6 +488,7 @@ CUresult sim_cuMemFree(CUdeviceptr dptr) {
     set_graph_outstanding(p, false);
     for (Stream* s : all_streams())
       if (s->ctx == current_ctx()) s->wait_idle();
+    wait_destroyed_streams(current_ctx());
     graph_unmap(p);
     return CUDA_SUCCESS;
   }

@@ -272,6 +272,10 @@ Stream* worker_stream();
 // stream); nullptr if invalid.
 Stream* stream_of(CUstream s);
 std::vector<Stream*> all_streams();
+/// Waits until the destroyed streams of `c` (every context: null) have finished their work.
+void wait_destroyed_streams(Ctx* c);
+/// Whether no destroyed stream has work left.
+bool destroyed_streams_idle();
 
 // ----------------------------------------------------------------------------- graphs
 

@@ -13,6 +13,11 @@ namespace {
 struct Streams {
   std::mutex mu;
   std::unordered_set<Stream*> live;
+  // Destroyed streams whose work has not finished: the real driver completes it, and
+  // cuCtxSynchronize waits for it (a dropped tether::Stream is destroyed on the reclaimer, so its
+  // work may still be queued when the application synchronizes the context).
+  std::unordered_set<Stream*> draining;
+  std::condition_variable drained;
 };
 struct Events {
   std::mutex mu;
@@ -83,6 +88,11 @@ void Stream::run() {
     cv.notify_all();
   }
   lock.unlock();
+  {
+    std::lock_guard registry(streams().mu);
+    streams().draining.erase(this);
+    streams().drained.notify_all();
+  }
   delete this;
 }
 
@@ -131,6 +141,20 @@ Stream* stream_of(CUstream h) {
 std::vector<Stream*> all_streams() {
   std::lock_guard lock(streams().mu);
   return {streams().live.begin(), streams().live.end()};
+}
+
+void wait_destroyed_streams(Ctx* c) {
+  std::unique_lock lock(streams().mu);
+  streams().drained.wait(lock, [&] {
+    for (Stream* s : streams().draining)
+      if (!c || s->ctx == c) return false;
+    return true;
+  });
+}
+
+bool destroyed_streams_idle() {
+  std::lock_guard lock(streams().mu);
+  return streams().draining.empty();
 }
 
 Event* event_of(CUevent h) {
@@ -606,6 +630,7 @@ CUresult sim_cuStreamDestroy(CUstream h) {
   {
     std::lock_guard lock(streams().mu);
     streams().live.erase(s);
+    streams().draining.insert(s);
   }
   // Pending work still completes (as on the real driver); the worker then frees the stream.
   std::lock_guard lock(s->mu);
@@ -640,6 +665,7 @@ CUresult sim_cuCtxSynchronize() {
   }
   for (Stream* s : all_streams())
     if (s->ctx == c) s->wait_idle();
+  wait_destroyed_streams(c);
   return CUDA_SUCCESS;
 }
 CUresult sim_cuStreamQuery(CUstream h) {

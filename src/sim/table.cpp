@@ -69,6 +69,7 @@ bool quiesce(std::chrono::milliseconds timeout) {
   for (;;) {
     bool idle = deferred_idle();
     for (Stream* s : all_streams()) idle = idle && s->idle();
+    idle = idle && destroyed_streams_idle();
     if (idle && deferred_idle()) return true;
     if (Clock::now() >= deadline) return false;
     std::this_thread::sleep_for(std::chrono::microseconds(200));

@@ -318,3 +318,19 @@ TEST_CASE_FIXTURE(DriverFixture,
 }
 
 TEST_SUITE_END();
+
+TEST_CASE_FIXTURE(DriverFixture, "a destroyed stream's queued work still runs, and cuCtxSynchronize waits for it") {
+  CUstream s = nullptr;
+  REQUIRE(raw<Entry::cuStreamCreate>(t, &s, 1u) == CUDA_SUCCESS);
+  static std::atomic<int> ran{0};
+  ran = 0;
+  auto slow = [](void*) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ran.fetch_add(1);
+  };
+  REQUIRE(raw<Entry::cuLaunchHostFunc>(t, s, +slow, nullptr) == CUDA_SUCCESS);
+  REQUIRE(raw<Entry::cuStreamDestroy>(t, s) == CUDA_SUCCESS);
+  CHECK(raw<Entry::cuCtxSynchronize>(t) == CUDA_SUCCESS);
+  CHECK(ran.load() == 1);
+  finish();
+}
