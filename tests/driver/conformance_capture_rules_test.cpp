@@ -340,8 +340,11 @@ TEST_CASE_FIXTURE(DriverFixture,
 
 TEST_CASE_FIXTURE(DriverFixture,
                   "c10r: the handle values of a destroyed capture graph and its captured node, and of a destroyed "
-                  "explicit graph and its node, are handed out again by the next capture or graph (19 of 19 "
-                  "cycles), so no map may be keyed by a handle that outlives its object") {
+                  "explicit graph and its node, are handed out again by later captures and graphs (the "
+                  "simulator: every cycle; the H200: 19 of 19 cycles in one run, 12 of 19 in another), so no map may "
+                  "be keyed by a handle that outlives its object") {
+  // Why not 19 on the real driver: its allocator decides, and a run of this case alone saw 12.
+  auto reused = [&](int n) { return sim ? n == 19 : n >= 1; };
   CUstream s = new_stream();
   std::vector<CUgraph> graphs;
   std::vector<CUgraphNode> nodes;
@@ -359,8 +362,8 @@ TEST_CASE_FIXTURE(DriverFixture,
     REQUIRE(raw<Entry::cuStreamEndCapture>(t, s, &g) == CUDA_SUCCESS);
     destroy_graph(g);
   }
-  CHECK(graph_reused == 19);
-  CHECK(node_reused == 19);
+  CHECK(reused(graph_reused));
+  CHECK(reused(node_reused));
   graphs.clear();
   nodes.clear();
   graph_reused = node_reused = 0;
@@ -373,8 +376,8 @@ TEST_CASE_FIXTURE(DriverFixture,
     nodes.push_back(n);
     destroy_graph(g);
   }
-  CHECK(graph_reused == 19);
-  CHECK(node_reused == 19);
+  CHECK(reused(graph_reused));
+  CHECK(reused(node_reused));
   // User objects: the driver reuses their handles too (19 of 19); the simulator keeps destroyed
   // user objects so that a release after the destructor ran is recognised (docs/simulator.md).
   std::vector<CUuserObject> uos;
@@ -387,7 +390,7 @@ TEST_CASE_FIXTURE(DriverFixture,
     CHECK(raw<Entry::cuUserObjectRelease>(t, u, 1u) == CUDA_SUCCESS);
     CHECK(wait_count(o));
   }
-  CHECK(uo_reused == (sim ? 0 : 19));
+  CHECK((sim ? uo_reused == 0 : uo_reused >= 1));
   destroy_stream(s);
   finish();
 }
