@@ -152,7 +152,12 @@ struct ExecState {
       dying->fetch_add(1, std::memory_order_acq_rel);
       source->live_execs.fetch_sub(1, std::memory_order_acq_rel);
     }
-    auto destroy = [d, e, uo, c, keep = ctx, dying] {
+    // Why the source goes with the lambda: its graph must be destroyed after the executable, never
+    // at the same time (the H200 double-frees inside libcuda when cuGraphDestroy of the source
+    // runs on one thread while cuGraphExecDestroy of an executable made from it runs on another;
+    // the simulator records that as concurrent_exec_destroy). Dropped where the lambda is, after it ran.
+    auto destroy = [d, e, uo, c, keep = ctx, dying, src = std::move(source)] {
+      (void)src;
       relax_capture_mode(*d);
       CUcontext cur = nullptr;
       CUresult got = raw<Entry::cuCtxGetCurrent>(*d, &cur);

@@ -1155,6 +1155,7 @@ std::string_view to_string(ViolationKind kind) noexcept {
     case ViolationKind::destroyed_event_use: return "destroyed_event_use";
     case ViolationKind::null_argument: return "null_argument";
     case ViolationKind::capture_into_capturing_graph: return "capture_into_capturing_graph";
+    case ViolationKind::concurrent_exec_destroy: return "concurrent_exec_destroy";
   }
   return "unknown";
 }

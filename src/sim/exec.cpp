@@ -40,6 +40,8 @@ struct Exec {
   std::vector<std::uintptr_t> unfreed_allocs;
   std::vector<std::uintptr_t> foreign_frees;
   std::shared_ptr<std::atomic<int>> source_execs;  // its source graph's count of live executables
+  std::shared_ptr<std::atomic<int>> source_destroying;  // its source graph's Graph::destroying_execs
+  std::shared_ptr<std::atomic<int>> source_graph_destroying;  // its source graph's Graph::destroying
   ~Exec() {
     if (source_execs) source_execs->fetch_sub(1);
   }
@@ -279,6 +281,8 @@ CUresult instantiate(CUgraphExec* out, CUgraph h, unsigned long long flags, CUgr
   auto e = new Exec;
   e->ctx = current_ctx();
   e->flags = flags;
+  e->source_destroying = g->destroying_execs;
+  e->source_graph_destroying = g->destroying;
   if (conditional) {
     // Only executables made while the graph had conditional nodes count: that is the case the H200
     // showed (one made before a conditional node was added was not tried there).
@@ -373,6 +377,21 @@ CUresult sim_cuGraphExecDestroy(CUgraphExec h) {
     std::lock_guard lock(execs().mu);
     execs().live.erase(e);
   }
+  // The destruction takes a while on the real driver; a cuGraphDestroy of the source graph in
+  // that window is the race the H200 double-freed on (Graph::destroying_execs).
+  std::shared_ptr<std::atomic<int>> destroying = e->source_destroying;
+  if (destroying) destroying->fetch_add(1);
+  if (e->source_graph_destroying && e->source_graph_destroying->load() > 0)
+    record_violation(ViolationKind::concurrent_exec_destroy, "cuGraphExecDestroy",
+                     "cuGraphExecDestroy of an executable while another thread's cuGraphDestroy destroys the graph it "
+                     "was made from (the real driver double-frees inside libcuda)");
+  std::this_thread::sleep_for(std::chrono::microseconds(50));
+  struct Done {
+    std::shared_ptr<std::atomic<int>>& d;
+    ~Done() {
+      if (d) d->fetch_sub(1);
+    }
+  } done{destroying};
   std::shared_ptr<RefSet> refs;
   {
     std::lock_guard lock(e->mu);

@@ -446,6 +446,21 @@ CUresult sim_cuGraphCreate(CUgraph* out, unsigned flags) {
 CUresult sim_cuGraphDestroy(CUgraph h) {
   TETHER_SIM_ENTER(cuGraphDestroy);
   Released released;
+  // The destruction takes a while on the real driver: an executable of this graph destroyed by
+  // another thread in that window is the H200's double free (Graph::destroying_execs).
+  std::shared_ptr<std::atomic<int>> window;
+  {
+    Lock lock(graph_mutex());
+    if (Graph* g = graph_of(h)) window = g->destroying;
+  }
+  if (window) window->fetch_add(1);
+  std::this_thread::sleep_for(std::chrono::microseconds(50));
+  struct Close {
+    std::shared_ptr<std::atomic<int>>& w;
+    ~Close() {
+      if (w) w->fetch_sub(1);
+    }
+  } close{window};
   {
     Lock lock(graph_mutex());
     Graph* g = graph_of(h);
@@ -456,6 +471,10 @@ CUresult sim_cuGraphDestroy(CUgraph h) {
     if (graph_in_capture(g))
       return fail(CUDA_ERROR_ILLEGAL_STATE,
                   "cuGraphDestroy of a graph that an ongoing stream capture is capturing into");
+    if (g->destroying_execs->load() > 0)
+      record_violation(ViolationKind::concurrent_exec_destroy, "cuGraphDestroy",
+                       "cuGraphDestroy of a graph while another thread's cuGraphExecDestroy destroys an executable "
+                       "made from it (the real driver double-frees inside libcuda)");
     destroy_graph(g, released);
   }
   // Destructors run here, on the calling thread, after the graph lock is released (2b2).

@@ -113,6 +113,9 @@ enum class ViolationKind {
   /// cuStreamBeginCaptureToGraph into a graph that an ongoing capture captures into (the real
   /// driver crashes)
   capture_into_capturing_graph,
+  /// cuGraphDestroy of a graph while cuGraphExecDestroy of an executable made from it runs on
+  /// another thread (the real driver double-frees: H200, ASan)
+  concurrent_exec_destroy,
 };
 
 /// "use_after_free", ...

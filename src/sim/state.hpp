@@ -383,6 +383,11 @@ struct Graph {
   // be instantiated more than once" (its error log; capture tests). Shared, so an executable that
   // outlives the graph (or a graph object reused for another handle) never miscounts.
   std::shared_ptr<std::atomic<int>> live_execs = std::make_shared<std::atomic<int>>(0);
+  // Executables made of this graph that cuGraphExecDestroy is destroying right now. On the H200 a
+  // cuGraphDestroy of the source graph concurrent with cuGraphExecDestroy of an executable made
+  // from it double-frees inside libcuda (ASan, hardening tests): a violation here.
+  std::shared_ptr<std::atomic<int>> destroying_execs = std::make_shared<std::atomic<int>>(0);
+  std::shared_ptr<std::atomic<int>> destroying = std::make_shared<std::atomic<int>>(0);  // its cuGraphDestroy runs
 };
 
 // The simulator's big lock for graphs, nodes, execs and captures. Never held while a

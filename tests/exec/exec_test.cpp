@@ -291,3 +291,22 @@ TEST_CASE_FIXTURE(DslFixture, "H4: threads building, instantiating, updating and
 }
 
 TEST_SUITE_END();
+
+TEST_CASE_FIXTURE(DslFixture, "an executable dropped just before its graph is destroyed before the graph, never at the "
+                              "same time (the H200 double-frees inside libcuda when the two run concurrently)") {
+  SharedBuffer<float> x = buffer(64, 1.0f);
+  for (int i = 0; i < 200; ++i) {
+    Graph g{ctx};
+    g.edit([&](Edit& e) { e.launch(k.scale, Grid{1}, Block{64}, x, 1.0f, 64); });
+    GraphExec exec = g.instantiate();
+    if (i % 2) exec.launch(stream);
+    exec.reset();  // cuGraphExecDestroy on the reclaimer
+    g.reset();     // the graph's last holder: its cuGraphDestroy must not overlap the executable's
+  }
+  stream.synchronize();
+  CHECK(wait_reclaimed(5s));
+  if (simulated) {
+    for (const sim::Violation& v : sim::violations()) CHECK_MESSAGE(false, v.detail);
+    sim::clear_violations();
+  }
+}
