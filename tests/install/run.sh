@@ -10,12 +10,12 @@
 #   cmake, pkg-config, header mode     pkg_check_modules(... IMPORTED_TARGET tether)
 #   cmake, package config, header mode find_package(tether) -> tether::tether
 #   cmake, package config, module      tether::module (only with a CMake >= 3.28 and clang-scan-deps)
-# Args: <build root> <prefix> <libdir> <includedir> <c++ compiler> <work dir>
+# Args: <build root> <prefix> <libdir> <includedir> <c++ compiler> <tether version> <work dir>
 # Environment: TETHER_INSTALL_CMAKE, the CMake executables to use (space-separated; default
 # `cmake`); TETHER_INSTALL_REQUIRE_CMAKE=1 fails instead of skipping the CMake consumers where no
 # CMake is found (CI sets it).
 set -euo pipefail
-build_root=$1 prefix=$2 libdir=$3 includedir=$4 cxx=$5 work=$6
+build_root=$1 prefix=$2 libdir=$3 includedir=$4 cxx=$5 version=$6 work=$7
 here=$(cd "$(dirname "$0")" && pwd)
 src_root=$(cd "$here/../.." && pwd)
 
@@ -122,32 +122,32 @@ for cmake in "${cmakes[@]}"; do
     continue
   fi
   found_cmake=1
-  version=$("$cmake" --version | sed -n 's/^cmake version //p')
-  echo "== cmake consumer with CMake $version ($(command -v "$cmake"))"
+  cmake_version=$("$cmake" --version | sed -n 's/^cmake version //p')
+  echo "== cmake consumer with CMake $cmake_version ($(command -v "$cmake"))"
   module=OFF
-  if [ "$(printf '%s\n' 3.28 "$version" | sort -V | head -n1)" = 3.28 ]; then
+  if [ "$(printf '%s\n' 3.28 "$cmake_version" | sort -V | head -n1)" = 3.28 ]; then
     if command -v "clang-scan-deps-${cxx##*clang++-}" >/dev/null || command -v clang-scan-deps >/dev/null; then
       module=ON
     else
-      echo "skip: the module consumer (CMake $version needs clang-scan-deps: apt install clang-tools-19)"
+      echo "skip: the module consumer (CMake $cmake_version needs clang-scan-deps: apt install clang-tools-19)"
     fi
   else
-    echo "skip: the module consumer (CMake $version < 3.28)"
+    echo "skip: the module consumer (CMake $cmake_version < 3.28)"
   fi
-  dir=$work/cmake-$version
+  dir=$work/cmake-$cmake_version
   mkdir -p "$dir/src"
   cp "$here/cmake/CMakeLists.txt" "$here/app.cpp" "$dir/src/"
   if quiet "$dir/configure.log" "$cmake" -S "$dir/src" -B "$dir/build" -G Ninja \
        "-DCMAKE_CXX_COMPILER=$cxx" "-DCMAKE_PREFIX_PATH=$root" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-       "-DTETHER_CONSUMER_MODULE=$module" &&
+       "-DTETHER_CONSUMER_MODULE=$module" "-DTETHER_WANTED_VERSION=$version" &&
      quiet "$dir/build.log" "$cmake" --build "$dir/build"; then
-    check_run "cmake $version, pkg-config, header mode" "$dir/build/app_pkgconfig"
-    check_run "cmake $version, package config, header mode" "$dir/build/app_config"
+    check_run "cmake $cmake_version, pkg-config, header mode" "$dir/build/app_pkgconfig"
+    check_run "cmake $cmake_version, package config, header mode" "$dir/build/app_config"
     if [ $module = ON ]; then
-      check_run "cmake $version, package config, module" "$dir/build/app_module"
+      check_run "cmake $cmake_version, package config, module" "$dir/build/app_module"
     fi
   else
-    fail "CMake $version: the consumer did not build"
+    fail "CMake $cmake_version: the consumer did not build"
   fi
 done
 if [ $found_cmake = 0 ] && [ "${TETHER_INSTALL_REQUIRE_CMAKE:-0}" = 1 ]; then
