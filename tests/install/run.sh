@@ -31,8 +31,10 @@ failures=0
 fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 
 # Whether an ELF file needs libcuda (why not a pipe into grep -q: under pipefail, readelf killed
-# by the early exit would turn a match into a failure).
-links_libcuda() { case "$(readelf -d "$1")" in *'NEEDED'*libcuda*) return 0 ;; *) return 1 ;; esac; }
+# by grep's early exit would turn a match into a failure).
+links_libcuda() {
+  case "$(readelf -d "$1" | sed -n '/(NEEDED)/p')" in *libcuda*) return 0 ;; *) return 1 ;; esac
+}
 
 # Runs a log-producing step quietly; prints its log when it fails.
 quiet() {
