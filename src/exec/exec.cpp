@@ -152,12 +152,7 @@ struct ExecState {
       dying->fetch_add(1, std::memory_order_acq_rel);
       source->live_execs.fetch_sub(1, std::memory_order_acq_rel);
     }
-    // Why the source goes with the lambda: its graph must be destroyed after the executable, never
-    // at the same time (the H200 double-frees inside libcuda when cuGraphDestroy of the source
-    // runs on one thread while cuGraphExecDestroy of an executable made from it runs on another;
-    // the simulator records that as concurrent_exec_destroy). Dropped where the lambda is, after it ran.
-    auto destroy = [d, e, uo, c, keep = ctx, dying, src = std::move(source)] {
-      (void)src;
+    auto destroy = [d, e, uo, c, keep = ctx, dying] {
       relax_capture_mode(*d);
       CUcontext cur = nullptr;
       CUresult got = raw<Entry::cuCtxGetCurrent>(*d, &cur);
@@ -169,6 +164,7 @@ struct ExecState {
           report_error("making a context current to destroy an executable", std::string("cuCtxSetCurrent failed with ") +
                                                              std::string(result_name(set)) + " (the executable is destroyed all the same)");
       if (e) {
+        std::lock_guard serial(graph_destroy_mutex());  // never beside its source's cuGraphDestroy
         CUresult r = raw<Entry::cuGraphExecDestroy>(*d, e);
         if (r != CUDA_SUCCESS) report_error("destroying an executable graph", result_name(r));
       }

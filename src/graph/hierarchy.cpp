@@ -187,6 +187,11 @@ std::shared_ptr<Hierarchy> Hierarchy::create(const DriverTable& drv) {
   return adopt(drv, g);
 }
 
+std::mutex& graph_destroy_mutex() noexcept {
+  static std::mutex mu;
+  return mu;
+}
+
 Hierarchy::~Hierarchy() {
   g_live_hierarchies.fetch_sub(1, std::memory_order_relaxed);
   for (Box& b : boxes)
@@ -196,9 +201,14 @@ Hierarchy::~Hierarchy() {
   const DriverTable* d = drv;
   // Destroying the root destroys every embedded graph and body with it; the references CUDA drops
   // run user-object destructors here, which only queue attachments for the reclaimer.
-  CUresult r = cuda_forbidden_here() ? CUDA_ERROR_NOT_PERMITTED : raw<Entry::cuGraphDestroy>(*d, root);
+  CUresult r = CUDA_ERROR_NOT_PERMITTED;
+  if (!cuda_forbidden_here()) {
+    std::lock_guard serial(graph_destroy_mutex());
+    r = raw<Entry::cuGraphDestroy>(*d, root);
+  }
   if (r == CUDA_ERROR_NOT_PERMITTED)
     run_on_reclaimer([d, root] {
+      std::lock_guard serial(graph_destroy_mutex());
       CUresult rr = raw<Entry::cuGraphDestroy>(*d, root);
       if (rr != CUDA_SUCCESS) report_error("destroying a graph on the reclaimer", result_name(rr));
     });

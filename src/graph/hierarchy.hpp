@@ -241,6 +241,13 @@ inline bool owns_graphs(CUgraphNodeType t) noexcept {
   return t == CU_GRAPH_NODE_TYPE_GRAPH || t == CU_GRAPH_NODE_TYPE_CONDITIONAL;
 }
 
+/// Held around every cuGraphExecDestroy and every cuGraphDestroy of a root graph tether makes. Why:
+/// the H200 double-frees inside libcuda when cuGraphDestroy of a graph overlaps, on another
+/// thread, cuGraphExecDestroy of an executable made from it (ASan on the H200; the simulator
+/// records the overlap as concurrent_exec_destroy). Neither call waits for a host callback or a
+/// launch, and the user-object destructors they run only queue, so holding it never blocks long.
+std::mutex& graph_destroy_mutex() noexcept;
+
 /// A text summary of a hierarchy's live metadata (retired boxes left out), for debugging and tests.
 std::string describe(const Hierarchy& h);
 

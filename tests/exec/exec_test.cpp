@@ -292,8 +292,8 @@ TEST_CASE_FIXTURE(DslFixture, "H4: threads building, instantiating, updating and
 
 TEST_SUITE_END();
 
-TEST_CASE_FIXTURE(DslFixture, "an executable dropped just before its graph is destroyed before the graph, never at the "
-                              "same time (the H200 double-frees inside libcuda when the two run concurrently)") {
+TEST_CASE_FIXTURE(DslFixture, "an executable dropped just before its graph and the graph are never destroyed at the same "
+                              "time (the H200 double-frees inside libcuda when the two overlap)") {
   SharedBuffer<float> x = buffer(64, 1.0f);
   for (int i = 0; i < 200; ++i) {
     Graph g{ctx};
@@ -301,7 +301,7 @@ TEST_CASE_FIXTURE(DslFixture, "an executable dropped just before its graph is de
     GraphExec exec = g.instantiate();
     if (i % 2) exec.launch(stream);
     exec.reset();  // cuGraphExecDestroy on the reclaimer
-    g.reset();     // the graph's last holder: its cuGraphDestroy must not overlap the executable's
+    g.reset();     // the graph's last holder: its cuGraphDestroy must not overlap the executable's destroy
   }
   stream.synchronize();
   CHECK(wait_reclaimed(5s));
