@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include "support/dsl_fixture.hpp"
+#include "support/messages.hpp"
 
 using namespace tether;
 using namespace tether_test;
@@ -27,16 +28,6 @@ struct Gate {
   void release() const { open->store(true); }
 };
 
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "no exception";
-}
-
-bool contains(const std::string& s, std::string_view part) { return s.find(part) != std::string::npos; }
 
 CUstreamCaptureStatus status_of(const DslFixture& f, CUstream s) {
   CUstreamCaptureStatus st{};

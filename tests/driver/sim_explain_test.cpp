@@ -7,6 +7,7 @@
 
 #include "sim/sim.hpp"
 #include "support/driver_fixture.hpp"
+#include "support/messages.hpp"
 #include "tether.hpp"
 
 using namespace tether::detail;
@@ -37,7 +38,6 @@ std::string what_of(F&& f) {
   return {};
 }
 
-bool contains(const std::string& s, std::string_view part) { return s.find(part) != std::string::npos; }
 
 }  // namespace
 

@@ -13,6 +13,7 @@
 #include <unordered_set>
 
 #include "support/dsl_fixture.hpp"
+#include "support/messages.hpp"
 
 using namespace tether;
 using namespace tether_test;
@@ -22,16 +23,6 @@ TEST_SUITE_BEGIN("introspect");
 
 namespace {
 
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "no exception";
-}
-
-bool contains(const std::string& s, std::string_view part) { return s.find(part) != std::string::npos; }
 
 std::size_t count(const std::string& s, std::string_view part) {
   std::size_t n = 0;
