@@ -174,6 +174,11 @@ struct GraphAccess {
   static const Context& ctx(const BasicGraphRef<InBody>& g) {
     return *g.ctx_;
   }
+  /// The view's context, or null for an empty view.
+  template <bool InBody>
+  static const Context* ctx_ptr(const BasicGraphRef<InBody>& g) noexcept {
+    return g.ctx_ ? &*g.ctx_ : nullptr;
+  }
   static const std::shared_ptr<Hierarchy>& hierarchy(const Graph& g) noexcept;
   /// The hierarchy of `g`; throws UsageError naming `call` if `g` is empty.
   static const std::shared_ptr<Hierarchy>& live(const Graph& g, std::string_view call);

@@ -66,8 +66,8 @@ Box* owned_by(const Hierarchy& h, const NodeRecord* r) {
 // Locks the hierarchy of a view (or graph) for a query, with its context current. Throws
 // UsageError for an invalid one, inside a host callback, or with an edit of it open on this thread.
 struct Query {
-  Query(const BoxRef& ref, const Context& ctx, std::string_view call)
-      : h(checked(ref, call)), box(ref.box), guard(h->mu, call), scope(*h->drv, ctx.get()) {
+  Query(const BoxRef& ref, const Context* ctx, std::string_view call)
+      : h(checked(ref, call)), box(ref.box), guard(h->mu, call), scope(*h->drv, ctx->get()) {
     h->check_usable();
     if (box->retired.load(std::memory_order_acquire))
       throw UsageError(fmt::format("{}: this graph view is invalid (its node was removed, or its graph destroyed)", call));
@@ -87,7 +87,7 @@ struct Query {
   ScopedContext scope;
 };
 
-std::vector<Node<>> query_nodes(const BoxRef& ref, const Context& ctx, std::string_view call) {
+std::vector<Node<>> query_nodes(const BoxRef& ref, const Context* ctx, std::string_view call) {
   Query q(ref, ctx, call);
   std::vector<Node<>> out;
   out.reserve(q.box->node_count);
@@ -95,7 +95,7 @@ std::vector<Node<>> query_nodes(const BoxRef& ref, const Context& ctx, std::stri
   return out;
 }
 
-std::vector<Node<>> query_roots(const BoxRef& ref, const Context& ctx, std::string_view call) {
+std::vector<Node<>> query_roots(const BoxRef& ref, const Context* ctx, std::string_view call) {
   Query q(ref, ctx, call);
   const DriverTable& drv = *q.h->drv;
   std::size_t n = 0;
@@ -111,7 +111,7 @@ std::vector<Node<>> query_roots(const BoxRef& ref, const Context& ctx, std::stri
   return out;
 }
 
-std::vector<Edge> query_edges(const BoxRef& ref, const Context& ctx, std::string_view call) {
+std::vector<Edge> query_edges(const BoxRef& ref, const Context* ctx, std::string_view call) {
   Query q(ref, ctx, call);
   auto m = by_node(*q.box);
   std::vector<Edge> out;
@@ -131,22 +131,22 @@ NodeRecord* node_of(const Query& q, const Node<>& node, std::string_view call) {
   return n.record;
 }
 
-GraphRef query_child(const BoxRef& ref, const Context& ctx, const Node<>& node, std::string_view call) {
+GraphRef query_child(const BoxRef& ref, const Context* ctx, const Node<>& node, std::string_view call) {
   Query q(ref, ctx, call);
   NodeRecord* r = node_of(q, node, call);
   Box* b = r->type == CU_GRAPH_NODE_TYPE_GRAPH ? owned_by(*q.h, r) : nullptr;
   if (!b)
     throw UsageError(fmt::format("{}: the node is {} node, not a child graph node", call, a_kind(r->type)));
-  return GraphAccess::graph_ref(BoxRef{q.h, b}, ctx);
+  return GraphAccess::graph_ref(BoxRef{q.h, b}, *ctx);
 }
 
-std::vector<BodyRef> query_bodies(const BoxRef& ref, const Context& ctx, const Node<>& node, std::string_view call) {
+std::vector<BodyRef> query_bodies(const BoxRef& ref, const Context* ctx, const Node<>& node, std::string_view call) {
   Query q(ref, ctx, call);
   NodeRecord* r = node_of(q, node, call);
   if (r->type != CU_GRAPH_NODE_TYPE_CONDITIONAL)
     throw UsageError(fmt::format("{}: the node is {} node, not a conditional node", call, a_kind(r->type)));
   std::vector<BodyRef> out;
-  for (Box* b = owned_by(*q.h, r); b; b = b->next_owned) out.push_back(GraphAccess::body_ref(BoxRef{q.h, b}, ctx));
+  for (Box* b = owned_by(*q.h, r); b; b = b->next_owned) out.push_back(GraphAccess::body_ref(BoxRef{q.h, b}, *ctx));
   return out;
 }
 
@@ -213,7 +213,7 @@ std::string describe_node(const NodeRef& n) {
 }
 
 namespace {
-Inspection inspect_ref(const BoxRef& ref, const Context& ctx, std::string_view call) {
+Inspection inspect_ref(const BoxRef& ref, const Context* ctx, std::string_view call) {
   Query q(ref, ctx, call);
   return inspect_boxes(q.h, *q.box, nullptr);
 }
@@ -323,13 +323,13 @@ std::string to_string(const Inspection& in) {
 
 Inspection inspect(const Graph& graph) {
   const auto& h = detail::GraphAccess::live(graph, "tether::inspect");
-  return detail::inspect_ref(detail::BoxRef{h, h->root_box}, graph.context(), "tether::inspect");
+  return detail::inspect_ref(detail::BoxRef{h, h->root_box}, &graph.context(), "tether::inspect");
 }
 Inspection inspect(const GraphRef& graph) {
-  return detail::inspect_ref(detail::GraphAccess::ref(graph), detail::GraphAccess::ctx(graph), "tether::inspect");
+  return detail::inspect_ref(detail::GraphAccess::ref(graph), detail::GraphAccess::ctx_ptr(graph), "tether::inspect");
 }
 Inspection inspect(const BodyRef& graph) {
-  return detail::inspect_ref(detail::GraphAccess::ref(graph), detail::GraphAccess::ctx(graph), "tether::inspect");
+  return detail::inspect_ref(detail::GraphAccess::ref(graph), detail::GraphAccess::ctx_ptr(graph), "tether::inspect");
 }
 
 std::string to_dot(const Graph& graph, const DotOptions& options) { return to_dot(inspect(graph), options); }
@@ -337,7 +337,7 @@ std::string to_dot(const GraphExec& exec, const DotOptions& options) { return to
 
 void debug_dot_print(const Graph& graph, const std::string& path, unsigned flags) {
   const auto& h = detail::GraphAccess::live(graph, "tether::debug_dot_print");
-  detail::Query q(detail::BoxRef{h, h->root_box}, graph.context(), "tether::debug_dot_print");
+  detail::Query q(detail::BoxRef{h, h->root_box}, &graph.context(), "tether::debug_dot_print");
   detail::call<detail::Entry::cuGraphDebugDotPrint>(*h->drv, fmt::format("writing the driver's DOT picture to {}", path),
                                                     q.box->graph, path.c_str(), flags);
 }
@@ -351,35 +351,35 @@ detail::BoxRef root_ref(const Graph& g, std::string_view call) {
 }
 }  // namespace
 
-std::vector<Node<>> Graph::nodes() const { return detail::query_nodes(root_ref(*this, "Graph::nodes"), ctx_, "Graph::nodes"); }
-std::vector<Node<>> Graph::roots() const { return detail::query_roots(root_ref(*this, "Graph::roots"), ctx_, "Graph::roots"); }
-std::vector<Edge> Graph::edges() const { return detail::query_edges(root_ref(*this, "Graph::edges"), ctx_, "Graph::edges"); }
+std::vector<Node<>> Graph::nodes() const { return detail::query_nodes(root_ref(*this, "Graph::nodes"), &ctx_, "Graph::nodes"); }
+std::vector<Node<>> Graph::roots() const { return detail::query_roots(root_ref(*this, "Graph::roots"), &ctx_, "Graph::roots"); }
+std::vector<Edge> Graph::edges() const { return detail::query_edges(root_ref(*this, "Graph::edges"), &ctx_, "Graph::edges"); }
 GraphRef Graph::child(const Node<>& node) const {
-  return detail::query_child(root_ref(*this, "Graph::child"), ctx_, node, "Graph::child");
+  return detail::query_child(root_ref(*this, "Graph::child"), &ctx_, node, "Graph::child");
 }
 std::vector<BodyRef> Graph::bodies(const Node<>& node) const {
-  return detail::query_bodies(root_ref(*this, "Graph::bodies"), ctx_, node, "Graph::bodies");
+  return detail::query_bodies(root_ref(*this, "Graph::bodies"), &ctx_, node, "Graph::bodies");
 }
 
 template <bool InBody>
 std::vector<Node<>> BasicGraphRef<InBody>::nodes() const {
-  return detail::query_nodes(ref_, *ctx_, "GraphRef::nodes");
+  return detail::query_nodes(ref_, ctx_ ? &*ctx_ : nullptr, "GraphRef::nodes");
 }
 template <bool InBody>
 std::vector<Node<>> BasicGraphRef<InBody>::roots() const {
-  return detail::query_roots(ref_, *ctx_, "GraphRef::roots");
+  return detail::query_roots(ref_, ctx_ ? &*ctx_ : nullptr, "GraphRef::roots");
 }
 template <bool InBody>
 std::vector<Edge> BasicGraphRef<InBody>::edges() const {
-  return detail::query_edges(ref_, *ctx_, "GraphRef::edges");
+  return detail::query_edges(ref_, ctx_ ? &*ctx_ : nullptr, "GraphRef::edges");
 }
 template <bool InBody>
 GraphRef BasicGraphRef<InBody>::child(const Node<>& node) const {
-  return detail::query_child(ref_, *ctx_, node, "GraphRef::child");
+  return detail::query_child(ref_, ctx_ ? &*ctx_ : nullptr, node, "GraphRef::child");
 }
 template <bool InBody>
 std::vector<BodyRef> BasicGraphRef<InBody>::bodies(const Node<>& node) const {
-  return detail::query_bodies(ref_, *ctx_, node, "GraphRef::bodies");
+  return detail::query_bodies(ref_, ctx_ ? &*ctx_ : nullptr, node, "GraphRef::bodies");
 }
 // Member by member: graph.cpp instantiates the class itself.
 #define TETHER_VIEW_QUERIES(B)                                                      \
