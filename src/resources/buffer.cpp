@@ -106,4 +106,11 @@ Context HostMemory::context(const char* kind) const {
   return context_from(handle_.deleter().owner);
 }
 
+std::string buffer_label(std::string_view kind, std::string_view type, std::size_t size) {
+  std::string s;
+  s.reserve(kind.size() + type.size() + 24);
+  s.append(kind).append("<").append(type).append(">[").append(std::to_string(size)).append("]");
+  return s;
+}
+
 }  // namespace tether::detail

@@ -35,6 +35,11 @@ std::string_view type_name() noexcept {
   return f.substr(b, e == std::string_view::npos ? std::string_view::npos : e - b);
 }
 
+// "SharedBuffer<float>[64]". Why not inline operator+: an importer of the module that did not
+// include <string> itself cannot see std::operator+ at the point where a buffer's label template is
+// instantiated (in its translation unit), so the label is built out of line.
+std::string buffer_label(std::string_view kind, std::string_view type, std::size_t size);
+
 // One device allocation, untyped. Move-only; moved-from is empty with zero bytes.
 class DeviceMemory {
  public:
@@ -147,7 +152,7 @@ class DeviceBuffer {
  public:
   /// What `inspect` shows for a buffer a node owns: "DeviceBuffer<float>[1024]".
   friend std::string tether_owner_label(const DeviceBuffer& b) {
-    return std::string("DeviceBuffer<") + std::string(detail::type_name<T>()) + ">[" + std::to_string(b.size()) + "]";
+    return detail::buffer_label("DeviceBuffer", detail::type_name<T>(), b.size());
   }
   using value_type = T;
 
@@ -216,7 +221,7 @@ class SharedBuffer {
  public:
   /// What `inspect` shows for a buffer a node owns: "SharedBuffer<float>[1024]".
   friend std::string tether_owner_label(const SharedBuffer& b) {
-    return std::string("SharedBuffer<") + std::string(detail::type_name<T>()) + ">[" + std::to_string(b.size()) + "]";
+    return detail::buffer_label("SharedBuffer", detail::type_name<T>(), b.size());
   }
   using value_type = T;
 
@@ -275,7 +280,7 @@ class PinnedBuffer {
  public:
   /// What `inspect` shows for a buffer a node owns: "PinnedBuffer<float>[1024]".
   friend std::string tether_owner_label(const PinnedBuffer& b) {
-    return std::string("PinnedBuffer<") + std::string(detail::type_name<T>()) + ">[" + std::to_string(b.size()) + "]";
+    return detail::buffer_label("PinnedBuffer", detail::type_name<T>(), b.size());
   }
   using value_type = T;
 
@@ -332,7 +337,7 @@ class SharedPinnedBuffer {
  public:
   /// What `inspect` shows for a buffer a node owns: "SharedPinnedBuffer<float>[1024]".
   friend std::string tether_owner_label(const SharedPinnedBuffer& b) {
-    return std::string("SharedPinnedBuffer<") + std::string(detail::type_name<T>()) + ">[" + std::to_string(b.size()) + "]";
+    return detail::buffer_label("SharedPinnedBuffer", detail::type_name<T>(), b.size());
   }
   using value_type = T;
 

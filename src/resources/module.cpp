@@ -14,6 +14,12 @@ namespace detail {
 void UnloadModule::operator()(CUmodule m) const noexcept {
   release_with<Entry::cuModuleUnload>(owner, m, "unloading a module");
 }
+
+std::string kernel_label(std::string_view name) {
+  std::string s = "kernel ";
+  s.append(name);
+  return s;
+}
 }  // namespace detail
 
 namespace {

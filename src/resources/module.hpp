@@ -20,6 +20,9 @@ using ModuleHandle = UniqueHandle<CUmodule, UnloadModule>;
 struct KernelInfo;
 struct KernelAccess;
 
+// "kernel scale", built out of line for the same reason as buffer_label.
+std::string kernel_label(std::string_view name);
+
 /// The name of type `T` as the compiler spells it ("double", "float *"), from
 /// `__PRETTY_FUNCTION__`, for messages about declared kernel parameters. A compile-time constant
 /// (unlike buffer.hpp's run-time type_name, which it could replace); no allocation.
@@ -181,7 +184,7 @@ class Kernel {
 
  public:
   /// What `inspect` shows for a kernel a node owns: "kernel scale".
-  friend std::string tether_owner_label(const Kernel& k) { return "kernel " + std::string(k.name()); }
+  friend std::string tether_owner_label(const Kernel& k) { return detail::kernel_label(k.name()); }
   // Why copies only: a move would leave an empty Kernel whose members dereference nothing; a
   // Kernel is never empty, so moving it copies (one reference count).
   Kernel(const Kernel&) noexcept = default;
