@@ -4,6 +4,11 @@
 
 #include "../resources/event.hpp"
 
+#include <algorithm>
+#include <array>
+#include <span>
+#include <vector>
+
 namespace tether::detail {
 
 // One capture begun by tether. Records are allocated in `h` (a hierarchy of its own, or an
@@ -189,6 +194,130 @@ CaptureInfo capture_info(const DriverTable& t, CUstream s, const char* what) {
   call<Entry::cuStreamGetCaptureInfo>(t, what, s, &i.status, &i.id, &i.graph, static_cast<const CUgraphNode**>(nullptr),
                                       static_cast<const CUgraphEdgeData**>(nullptr), static_cast<std::size_t*>(nullptr));
   return i;
+}
+
+// A capture dependency set, copied: the driver's array is valid only until the next call on the
+// stream. Small sets (the common one is a single node) need no allocation.
+struct Frontier {
+  static constexpr std::size_t kInline = 8;
+  std::array<CUgraphNode, kInline> inline_nodes{};
+  std::vector<CUgraphNode> more;
+  std::size_t n = 0;
+  bool known = false;  // false: the query failed or was lossy; nothing is identified against it
+  void assign(const CUgraphNode* d, std::size_t count) {
+    n = count;
+    if (count <= kInline) {
+      std::copy_n(d, count, inline_nodes.begin());
+    } else {
+      more.assign(d, d + count);
+    }
+    known = true;
+  }
+  std::span<const CUgraphNode> nodes() const {
+    return n <= kInline ? std::span<const CUgraphNode>(inline_nodes.data(), n) : std::span<const CUgraphNode>(more);
+  }
+  // The same set, in any order (the driver keeps insertion order, but nothing promises it).
+  bool same_as(std::span<const CUgraphNode> other) const {
+    if (other.size() != n) return false;
+    std::span<const CUgraphNode> mine = nodes();
+    for (CUgraphNode x : other)
+      if (std::find(mine.begin(), mine.end(), x) == mine.end()) return false;
+    return true;
+  }
+};
+
+// capture_info, plus the stream's capture dependency set when it captures.
+CaptureInfo capture_info_with_frontier(const DriverTable& t, CUstream s, const char* what, Frontier& f) {
+  CaptureInfo i;
+  const CUgraphNode* deps = nullptr;
+  std::size_t n = 0;
+  call<Entry::cuStreamGetCaptureInfo>(t, what, s, &i.status, &i.id, &i.graph, &deps,
+                                      static_cast<const CUgraphEdgeData**>(nullptr), &n);
+  if (i.status == CU_STREAM_CAPTURE_STATUS_ACTIVE && (deps || n == 0)) {
+    try {
+      f.assign(deps, n);
+    } catch (...) {
+      f.known = false;  // no memory for a large set: this operation's node stays anonymous
+    }
+  }
+  return i;
+}
+
+// The dependencies of a captured node, into `out`; false if a query failed. One call when there
+// are fewer than `guess` (the driver fills at most the given count and says how many it wrote).
+bool dependencies_of(const DriverTable& t, CUgraphNode node, std::vector<CUgraphNode>& out, std::size_t guess) {
+  out.resize(guess);
+  std::size_t n = guess;
+  if (raw<Entry::cuGraphNodeGetDependencies>(t, node, out.data(), static_cast<CUgraphEdgeData*>(nullptr), &n) !=
+      CUDA_SUCCESS)
+    return false;
+  if (n < guess) {
+    out.resize(n);
+    return true;
+  }
+  if (raw<Entry::cuGraphNodeGetDependencies>(t, node, static_cast<CUgraphNode*>(nullptr),
+                                             static_cast<CUgraphEdgeData*>(nullptr), &n) != CUDA_SUCCESS)
+    return false;
+  out.resize(n);
+  return n == 0 || raw<Entry::cuGraphNodeGetDependencies>(t, node, out.data(), static_cast<CUgraphEdgeData*>(nullptr),
+                                                          &n) == CUDA_SUCCESS;
+}
+
+// Which node the operation just issued onto a capturing stream made, exactly, or null when that
+// cannot be proven. `before` is the stream's dependency set read just before the call, under the
+// stream's lock, so no other tether thread issued onto the stream in between; other code may
+// have (a raw driver call from another thread, another library). Every operation on the stream
+// appends one node that depends on the set before it and makes the set that node alone, so the
+// nodes added since `before` form a chain C1 -> ... -> Ck whose first depends exactly on
+// `before` and whose last is the set now, and the operation's node is one of them.
+// - k = 1 (nobody else issued): the set is one node whose dependencies are exactly `before`; that
+//   is the operation's node. One query beyond the floor proves it.
+// - k > 1: the chain is walked back (bounded); if exactly one node of it has the operation's node
+//   type, that is the operation's node; if several do, which one is the operation's cannot be
+//   told from the graph, and it stays anonymous (its owners stay with the graph; never a wrong
+//   handle, which an update or a removal would turn into a change of another node).
+// Anything else on the stream in between (a join of another branch, a dependency update) leaves
+// the node anonymous.
+CUgraphNode identify_captured(const DriverTable& t, CUstream s, const Frontier& before, CUgraphNodeType type) {
+  if (!before.known) return nullptr;
+  const CUgraphNode* deps = nullptr;
+  std::size_t n = 0;
+  CUstreamCaptureStatus status{};
+  CUresult q = raw<Entry::cuStreamGetCaptureInfo>(t, s, &status, static_cast<cuuint64_t*>(nullptr),
+                                                  static_cast<CUgraph*>(nullptr), &deps,
+                                                  static_cast<const CUgraphEdgeData**>(nullptr), &n);
+  if (q != CUDA_SUCCESS) {
+    report_failure(t, Entry::cuStreamGetCaptureInfo, q,
+                   "identifying a captured node (its owners stay with the captured graph, anonymously)");
+    return nullptr;
+  }
+  if (n != 1 || !deps) return nullptr;
+  constexpr std::size_t kMaxChain = 1024;
+  thread_local std::vector<CUgraphNode> chain, preds;
+  chain.clear();
+  const std::span<const CUgraphNode> start = before.nodes();
+  CUgraphNode cur = deps[0];
+  for (;;) {
+    if (chain.size() == kMaxChain || std::find(start.begin(), start.end(), cur) != start.end())
+      return nullptr;  // too long, or walked past the start: the set was changed under the operation
+    chain.push_back(cur);
+    if (!dependencies_of(t, cur, preds, before.n + 1)) return nullptr;
+    if (before.same_as(preds)) break;  // cur is the chain's first node
+    if (preds.size() != 1) return nullptr;
+    cur = preds[0];
+  }
+  if (chain.size() == 1) return chain[0];
+  CUgraphNode found = nullptr;
+  int matches = 0;
+  for (CUgraphNode c : chain) {
+    CUgraphNodeType ty{};
+    if (raw<Entry::cuGraphNodeGetType>(t, c, &ty) != CUDA_SUCCESS) return nullptr;
+    if (ty == type) {
+      found = c;
+      ++matches;
+    }
+  }
+  return matches == 1 ? found : nullptr;
 }
 
 [[noreturn]] void throw_op_error(const DriverTable& t, Entry e, CUresult r, const char* what, bool capturing) {
@@ -407,10 +536,14 @@ NodeRef submit(const Stream& s, CUgraphNodeParams& p, const Launch* launch, Owne
                                  "Context::make_stream",
                                  what));
   ScopedContext scope(cs);
-  CaptureInfo info = capture_info(t, s.get(), what);
+  // Why one lock around the whole operation, captured or not: a stream's capture dependency set
+  // changes only through work on that stream, so while tether's threads issue onto it one at a
+  // time, the set read before an operation is the one its node depends on (identification below).
+  std::unique_lock lock(burst->mu);
+  Frontier before;
+  CaptureInfo info = capture_info_with_frontier(t, s.get(), what, before);
   Entry entry{};
   if (info.status == CU_STREAM_CAPTURE_STATUS_NONE) {
-    std::lock_guard lock(burst->mu);
     if (CUresult r = issue(t, s.get(), p, launch, allocated, &entry); r != CUDA_SUCCESS)
       throw_op_error(t, entry, r, what, false);
     if (!owners.empty()) join_burst_locked(t, s.get(), *burst, std::move(owners));
@@ -433,22 +566,15 @@ NodeRef submit(const Stream& s, CUgraphNodeParams& p, const Launch* launch, Owne
     rollback(t, staged);
     throw_op_error(t, entry, r, what, true);
   }
-  const CUgraphNode* deps = nullptr;
-  std::size_t n = 0;
-  CUstreamCaptureStatus status{};
-  CUresult q = raw<Entry::cuStreamGetCaptureInfo>(t, s.get(), &status, static_cast<cuuint64_t*>(nullptr),
-                                                  static_cast<CUgraph*>(nullptr), &deps,
-                                                  static_cast<const CUgraphEdgeData**>(nullptr), &n);
-  if (q != CUDA_SUCCESS)
-    report_failure(t, Entry::cuStreamGetCaptureInfo, q,
-                   "identifying a captured node (its owners stay with the captured graph, anonymously)");
+  CUgraphNode node = cap ? identify_captured(t, s.get(), before, p.type) : nullptr;
+  lock.unlock();
   if (cap) {
-    std::lock_guard lock(cap->mu);
-    if (q == CUDA_SUCCESS && n == 1 && deps) {
+    std::lock_guard cap_lock(cap->mu);
+    if (node) {
       try {
         room_for_one(cap->nodes);
         NodeRecord* rec = cap->h->allocate_record();
-        rec->node = deps[0];
+        rec->node = node;
         rec->type = p.type;
         rec->pending = true;
         cap->nodes.push_back({rec, staged});
