@@ -4,6 +4,8 @@
 
 #include <pthread.h>
 
+#include <shared_mutex>
+
 namespace tether::detail {
 
 namespace {
@@ -61,7 +63,38 @@ void throw_in_forked_child(std::string_view what) {
 
 CallbackScope::CallbackScope() noexcept { g_callbacks.fetch_add(1, std::memory_order_acq_rel); }
 CallbackScope::~CallbackScope() {
-  if (g_callbacks.fetch_sub(1, std::memory_order_acq_rel) == 1) g_callbacks.notify_all();
+  if (g_callbacks.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    g_callbacks.notify_all();
+    Reclaimer::instance().wake();  // a parked blocking release may go now
+  }
+}
+
+namespace {
+std::atomic<long> g_host_work{0};
+// Why never destroyed: host functions and releases may run during static destruction.
+std::shared_mutex& host_work_gate() noexcept {
+  static std::shared_mutex* m = new std::shared_mutex;
+  return *m;
+}
+}  // namespace
+
+void begin_host_work() noexcept {
+  std::shared_lock lock(host_work_gate());
+  g_host_work.fetch_add(1, std::memory_order_acq_rel);
+}
+void end_host_work() noexcept {
+  if (g_host_work.fetch_sub(1, std::memory_order_acq_rel) == 1) Reclaimer::instance().wake();
+}
+void end_host_work_fn(void*) noexcept { end_host_work(); }
+long host_work_in_flight() noexcept { return g_host_work.load(std::memory_order_acquire); }
+
+std::unique_lock<std::shared_mutex> try_blocking_release_gate() noexcept {
+  if (g_host_work.load(std::memory_order_acquire) != 0 || g_callbacks.load(std::memory_order_acquire) != 0) return {};
+  std::unique_lock lock(host_work_gate());
+  // Checked again under the gate: work counted before it was taken is visible now, and no new
+  // work can be counted until it is released.
+  if (g_host_work.load(std::memory_order_acquire) != 0 || g_callbacks.load(std::memory_order_acquire) != 0) return {};
+  return lock;
 }
 namespace {
 std::atomic<int> g_blocking_releases{0};
@@ -114,6 +147,30 @@ void Reclaimer::push(Reclaimable* item) noexcept {
     wake_.fetch_add(1, std::memory_order_release);
     wake_.notify_one();
   }
+}
+
+void Reclaimer::park(Reclaimable* item) noexcept {
+  push_onto(parked_, item);
+  thread_pending_.fetch_add(1, std::memory_order_acq_rel);
+  // Why wake: the work that made it park may have ended between the check and the push.
+  wake();
+}
+
+void Reclaimer::wake() noexcept {
+  wake_.fetch_add(1, std::memory_order_release);
+  wake_.notify_one();
+}
+
+bool Reclaimer::unpark() noexcept {
+  Reclaimable* list = parked_.exchange(nullptr, std::memory_order_acquire);
+  if (!list) return false;
+  while (list) {
+    Reclaimable* next = list->next_;
+    // Counted in thread_pending_ once already (by park): push onto the thread's list directly.
+    push_onto(thread_head_, list);
+    list = next;
+  }
+  return true;
 }
 
 void Reclaimer::push_to_thread(Reclaimable* item) noexcept {
@@ -183,9 +240,19 @@ void Reclaimer::run() {
     std::uint32_t seen = wake_.load(std::memory_order_acquire);
     while (drain() != 0) {
     }
-    if (stopping_.load(std::memory_order_acquire)) {
-      while (drain() != 0) {  // what was pushed while the last batch ran
+    // Parked blocking releases go once no tether host work is queued or running; at exit, always.
+    const bool stopping = stopping_.load(std::memory_order_acquire);
+    if ((stopping || (host_work_in_flight() == 0 && g_callbacks.load(std::memory_order_acquire) == 0)) &&
+        parked_.load(std::memory_order_acquire)) {
+      if (!stopping) {
+        unpark();
+        continue;
       }
+    }
+    if (stopping) {
+      do {  // what was pushed while the last batch ran, and what was parked
+        unpark();
+      } while (drain() != 0);
       thread_done_.store(true, std::memory_order_release);
       thread_done_.notify_all();
       return;

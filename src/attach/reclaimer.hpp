@@ -76,8 +76,30 @@ class CallbackScope {
   CallbackScope(const CallbackScope&) = delete;
   CallbackScope& operator=(const CallbackScope&) = delete;
 };
-/// Waits until no tether host callable runs (the reclaimer, before a blocking release).
+/// Waits until no tether host callable runs.
 void wait_for_no_callbacks() noexcept;
+
+/// Tether work with host callables that is queued or running: launches of executables that have
+/// host nodes (from GraphExec::launch until a host function queued behind the launch runs) and
+/// stream host functions (Stream::host, until a host function behind it runs). Why: while a host
+/// callback runs, cuMemFreeHost and cuModuleUnload wait for it, and a cuMemAlloc or cuMemAllocHost
+/// on any other thread waits behind such a cuMemFreeHost (release_probe A10, A12, B6 on the H200);
+/// a host node of a launch that is already queued may start at any moment and wait for an
+/// application thread that allocates. So the reclaimer makes those releases only while no such
+/// work is queued or running, and holds the gate (exclusive) for the call's duration, so none can
+/// be queued meanwhile: begin_host_work takes it shared, only around a counter increment, never
+/// across a driver call. A blocking release that finds work in flight is parked and retried when
+/// the count returns to zero (the last end_host_work wakes the reclaimer). Never throws.
+void begin_host_work() noexcept;
+/// Ends one unit of begin_host_work. Lock-free: safe on the driver's callback thread.
+void end_host_work() noexcept;
+/// A host function that calls end_host_work (queued behind the work it ends).
+void end_host_work_fn(void*) noexcept;
+/// Units of host work queued or running now (tests and inspect).
+long host_work_in_flight() noexcept;
+/// The gate of a blocking release: holds it exclusively if no tether host work is queued or
+/// running and no tether host callable runs; otherwise holds nothing (check owns_lock()).
+std::unique_lock<std::shared_mutex> try_blocking_release_gate() noexcept;
 /// Marks a blocking release (cuMemFree, cuMemFreeHost, cuModuleUnload) in progress on the
 /// reclaimer, for the scope of the object. Why: the wait for running callables and the release
 /// are not atomic — a callable that starts between them makes the release wait for it (the
@@ -127,6 +149,15 @@ class Reclaimer {
   /// instead of blocking). Same guarantees as push().
   void push_to_thread(Reclaimable* item) noexcept;
 
+  /// Keeps an item that may not be released yet (a blocking release while tether host work is in
+  /// flight) for the reclaimer's thread to retry once none is. Same guarantees as push().
+  void park(Reclaimable* item) noexcept;
+
+  /// Wakes the thread (it looks at the queues and the parked items again). Lock-free.
+  void wake() noexcept;
+  /// Whether process exit has begun (parked items are then released without waiting).
+  bool stopping() const noexcept { return stopping_.load(std::memory_order_acquire); }
+
   /// Releases everything queued, on the calling thread, until the queue stays empty (releasing an
   /// item may queue more). Returns how many items were released. The caller must be on a thread
   /// where CUDA calls are allowed.
@@ -152,6 +183,9 @@ class Reclaimer {
 
   std::atomic<Reclaimable*> head_{nullptr};
   std::atomic<Reclaimable*> thread_head_{nullptr};  // for the reclaimer's thread only
+  std::atomic<Reclaimable*> parked_{nullptr};       // blocking releases waiting for no host work
+  /// Hands the parked items to the thread's list; returns whether there were any.
+  bool unpark() noexcept;
   std::atomic<std::uint32_t> wake_{0};
   std::atomic<std::uint64_t> pushed_{0};
   std::atomic<std::uint64_t> released_{0};

@@ -29,6 +29,10 @@ struct CaptureState {
   std::size_t anonymous = 0;
   std::vector<CUstream> forked;  // forked by Capture::fork and not joined yet
   std::vector<CUevent> events;   // made by fork / join, destroyed when the capture is over
+  bool into_body = false;        // an edit's region for a conditional body: no host functions
+  // Context::synchronize was called while this capture was active (cuCtxSynchronize invalidates
+  // every capture, in every mode): the likely cause named when the capture turns out invalidated.
+  std::atomic<bool> saw_ctx_synchronize{false};
 };
 
 namespace {
@@ -320,12 +324,39 @@ CUgraphNode identify_captured(const DriverTable& t, CUstream s, const Frontier& 
   return matches == 1 ? found : nullptr;
 }
 
-[[noreturn]] void throw_op_error(const DriverTable& t, Entry e, CUresult r, const char* what, bool capturing) {
+// capture_facts c3f2: CUDA accepts a host function captured into a conditional body and then
+// refuses the whole graph at cuGraphInstantiate with a bare CUDA_ERROR_INVALID_VALUE.
+[[noreturn]] void throw_host_in_body(std::string_view what) {
+  throw UsageError(fmt::format("{}: a host function cannot be captured into a conditional body (this capture's "
+                               "region goes into an if/while/switch body): CUDA does not run host nodes inside "
+                               "conditional bodies and would refuse the graph only later, at instantiate, with "
+                               "CUDA_ERROR_INVALID_VALUE; do the host work outside the conditional node (before or "
+                               "after it)",
+                               what));
+}
+
+// Every active capture notes a Context::synchronize (cuCtxSynchronize invalidates them all).
+void note_ctx_synchronize() noexcept {
+  Captures& c = captures();
+  std::lock_guard lock(c.mu);
+  for (auto& [id, st] : c.by_id) st->saw_ctx_synchronize.store(true);
+}
+
+// What an invalidation message adds when tether saw its likely cause.
+std::string invalidation_cause(const CaptureState* st) {
+  if (st && st->saw_ctx_synchronize.load())
+    return "; likely cause: Context::synchronize (cuCtxSynchronize) was called while this capture was active, and "
+           "it invalidates every capture in every mode (synchronize the streams that are not capturing instead)";
+  return {};
+}
+
+[[noreturn]] void throw_op_error(const DriverTable& t, Entry e, CUresult r, const char* what, bool capturing,
+                                 const CaptureState* st = nullptr) {
   if (r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
     throw_call_error(t, e, r,
                      fmt::format("{}: the stream's capture was invalidated earlier (an illegal call during the "
-                                 "capture, see docs/capture.md); end it to release what it captured",
-                                 what));
+                                 "capture, see docs/capture.md){}; end it to release what it captured",
+                                 what, invalidation_cause(st)));
   throw_call_error(t, e, r, capturing ? fmt::format("{} on a capturing stream", what) : std::string(what));
 }
 
@@ -423,10 +454,24 @@ CUgraph finish(CaptureState& st, const char* what) {
                        ? fmt::format("{}: ending a stream capture that an illegal call invalidated (in GLOBAL mode a "
                                      "synchronous allocation or free, an instantiation, an executable's destruction, "
                                      "or a wait for any stream or event, on any GLOBAL-mode thread; in every mode a "
-                                     "wait for the capturing stream; see docs/capture.md); what it captured is "
-                                     "released",
-                                     what)
+                                     "wait for the capturing stream, or cuCtxSynchronize; see docs/capture.md){}; "
+                                     "what it captured is released",
+                                     what, invalidation_cause(&st))
                        : fmt::format("{}: ending a stream capture", what));
+}
+
+// Whether graph `g` (not its children) has a host node.
+bool has_host_node(const DriverTable& t, CUgraph g) {
+  std::size_t n = 0;
+  call<Entry::cuGraphGetNodes>(t, "counting a captured region's nodes", g, static_cast<CUgraphNode*>(nullptr), &n);
+  std::vector<CUgraphNode> nodes(n);
+  if (n) call<Entry::cuGraphGetNodes>(t, "listing a captured region's nodes", g, nodes.data(), &n);
+  for (CUgraphNode x : nodes) {
+    CUgraphNodeType ty{};
+    call<Entry::cuGraphNodeGetType>(t, "reading a captured node's type", x, &ty);
+    if (ty == CU_GRAPH_NODE_TYPE_HOST) return true;
+  }
+  return false;
 }
 
 // Publishes the records of a capture into `box` (its graph is the captured one) in the graph's
@@ -498,6 +543,15 @@ std::shared_ptr<CaptureState> begin(const Stream& stream, CaptureMode mode, std:
     throw UsageError(fmt::format("{}: the stream already takes part in a stream capture", what));
   // A marker issued after the capture began would be captured: the stream's burst goes first.
   if (StreamBurst* b = StreamAccess::burst(stream)) flush_burst(cs, st->origin, *b);
+  // capture_facts c10a: the driver refuses the legacy stream with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+  // whose text ("operation not permitted when stream is capturing") misleads; say what is wrong.
+  if (st->origin == CU_STREAM_LEGACY || st->origin == nullptr)
+    throw UsageError(fmt::format("{}: the legacy default stream (CU_STREAM_LEGACY, or stream 0) cannot be captured "
+                                 "(cuStreamBeginCapture refuses it with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED); "
+                                 "capture a stream made with Context::make_stream, or the per-thread default stream "
+                                 "(CU_STREAM_PER_THREAD)",
+                                 what));
+  observe_context_synchronize(&note_ctx_synchronize);
   call<Entry::cuStreamBeginCapture>(t, fmt::format("{}: beginning a stream capture", what), st->origin,
                                     static_cast<CUstreamCaptureMode>(mode));
   try {
@@ -544,8 +598,19 @@ NodeRef submit(const Stream& s, CUgraphNodeParams& p, const Launch* launch, Owne
   CaptureInfo info = capture_info_with_frontier(t, s.get(), what, before);
   Entry entry{};
   if (info.status == CU_STREAM_CAPTURE_STATUS_NONE) {
-    if (CUresult r = issue(t, s.get(), p, launch, allocated, &entry); r != CUDA_SUCCESS)
+    // A host function is tether host work until a host function behind it runs (begin_host_work).
+    const bool host = p.type == CU_GRAPH_NODE_TYPE_HOST;
+    if (host) begin_host_work();
+    if (CUresult r = issue(t, s.get(), p, launch, allocated, &entry); r != CUDA_SUCCESS) {
+      if (host) end_host_work();
       throw_op_error(t, entry, r, what, false);
+    }
+    if (host)
+      if (CUresult r = raw<Entry::cuLaunchHostFunc>(t, s.get(), &end_host_work_fn, nullptr); r != CUDA_SUCCESS) {
+        end_host_work();
+        report_failure(t, Entry::cuLaunchHostFunc, r,
+                       "queueing the end of a host function's host work (a blocking release may now wait for it)");
+      }
     if (!owners.empty()) join_burst_locked(t, s.get(), *burst, std::move(owners));
     return {};
   }
@@ -554,11 +619,14 @@ NodeRef submit(const Stream& s, CUgraphNodeParams& p, const Launch* launch, Owne
     // (H200: cuGraphRetainUserObject INVALID_VALUE): let the operation say why, keeping nothing.
     CUresult r = issue(t, s.get(), p, launch, allocated, &entry);
     if (r == CUDA_SUCCESS) r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;  // nothing of it can ever run
-    throw_op_error(t, entry, r, what, true);
+    std::shared_ptr<CaptureState> cap = find_capture(info.id);
+    throw_op_error(t, entry, r, what, true, cap.get());
   }
   // Captured: the owners are staged on the capturing graph before the call, so that the node
   // never exists without them.
   std::shared_ptr<CaptureState> cap = find_capture(info.id);
+  if (cap && cap->into_body && p.type == CU_GRAPH_NODE_TYPE_HOST) [[unlikely]]
+    throw_host_in_body(what);
   const std::size_t count = owners.size();
   Staged staged;
   if (!owners.empty()) staged = prepare(t, info.graph, std::move(owners));
@@ -613,9 +681,11 @@ void keep_on_capture(const Stream& s, Owners&& owners, const char* what) {
 
 }  // namespace
 
-Capture CaptureAccess::begin_in(const Stream& stream, CaptureMode mode, const std::shared_ptr<Hierarchy>& h) {
+Capture CaptureAccess::begin_in(const Stream& stream, CaptureMode mode, const std::shared_ptr<Hierarchy>& h,
+                                 bool into_body) {
   Capture c;
   c.s_ = begin(stream, mode, h, "Edit::capture");
+  c.s_->into_body = into_body;
   return c;
 }
 
@@ -627,6 +697,13 @@ NodeRecord* CaptureAccess::end_into(Capture& c, Transaction& tx, Box& box, std::
     throw UsageError("Edit::capture: the capture function ended, aborted or moved away its Capture; nothing was added");
   CUgraph g = finish(*st, "Edit::capture");
   const DriverTable& t = *st->drv;
+  if (st->into_body && has_host_node(t, g)) {
+    // Host functions other code issued onto the stream (tether's own were refused as issued).
+    if (CUresult d = raw<Entry::cuGraphDestroy>(t, g); d != CUDA_SUCCESS)
+      report_error("destroying a captured region that could not be added", result_name(d));
+    free_records(*st);
+    throw_host_in_body("Edit::capture (a host function other code issued during the capture)");
+  }
   CUgraphNodeParams p{};
   p.type = CU_GRAPH_NODE_TYPE_GRAPH;
   p.graph.graph = g;

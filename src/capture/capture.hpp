@@ -131,7 +131,10 @@ struct CapturedRegion {
 
 struct CaptureAccess {
   /// Begins a capture whose records are allocated in `h` (an edit's hierarchy).
-  static Capture begin_in(const Stream& stream, CaptureMode mode, const std::shared_ptr<Hierarchy>& h);
+  /// `into_body`: the region goes into a conditional body (directly or through child graphs),
+  /// where CUDA refuses host nodes at instantiation; the capture refuses them at once instead.
+  static Capture begin_in(const Stream& stream, CaptureMode mode, const std::shared_ptr<Hierarchy>& h,
+                          bool into_body);
   /// Ends an edit's capture and adds its graph to `box` after `deps` as a child graph node
   /// (ownership moved: no copy), publishing the records into its new box. Returns the node and
   /// sets `*made` to the box. On failure everything captured is released and nothing is added.
@@ -157,7 +160,9 @@ template <class Derived, bool InBody>
 template <class F>
 tether::CaptureResult tether::Builder<Derived, InBody>::capture(const Stream& stream, F&& fn, CaptureMode mode) {
   detail::Site s = site("Edit::capture");
-  Capture c = detail::CaptureAccess::begin_in(stream, mode, s.tx->shared());
+  bool into_body = InBody;
+  for (const detail::Box* b = s.box; b && !into_body; b = b->parent) into_body = b->kind == detail::BoxKind::body;
+  Capture c = detail::CaptureAccess::begin_in(stream, mode, s.tx->shared(), into_body);
   {
     detail::EditCapturing capturing(*s.tx);
     if constexpr (std::is_invocable_v<F&, Capture&>)

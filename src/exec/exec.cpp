@@ -94,6 +94,14 @@ std::size_t total_nodes(const Hierarchy& h) noexcept {
     if (!b.retired.load(std::memory_order_relaxed)) n += b.node_count;
   return n;
 }
+/// Whether any graph of `h` has a host node (tracked or not).
+bool has_host_nodes(const Hierarchy& h) noexcept {
+  for (const Box& b : h.boxes)
+    if (!b.retired.load(std::memory_order_relaxed))
+      for (NodeRecord* r = b.first; r; r = r->next)
+        if (r->type == CU_GRAPH_NODE_TYPE_HOST) return true;
+  return false;
+}
 /// Notes each node's current version of `h` as the one the executable was made from. The table
 /// must have room for every node (`reserve(total_nodes(h))`), so that this does not allocate.
 void record_bases(ExecOwners& o, const Hierarchy& h) noexcept {
@@ -130,6 +138,9 @@ struct ExecState {
   InstantiateOptions options;  // for update_or_reinstantiate
   bool counted = false;         // in source->live_execs (set once the driver made the executable)
   bool single_instance = false; // its source has conditional nodes (CUDA instantiates it once at a time)
+  // Its graph has host nodes: each launch counts as tether host work until a host function behind
+  // it runs (begin_host_work). Fixed at instantiation: an update cannot change the node types.
+  bool has_host = false;
 
   explicit ExecState(const Context& c) : ctx(c) { g_live_execs.fetch_add(1, std::memory_order_relaxed); }
 
@@ -317,6 +328,7 @@ GraphExec Graph::instantiate(const InstantiateOptions& options) const {
   state->drv = &drv;
   state->source = h;
   state->single_instance = single_instance;
+  state->has_host = detail::has_host_nodes(*h);
   state->options = options;
   state->options.upload = nullptr;  // a re-instantiation does not upload (the stream may be gone)
   state->owners = std::make_shared<detail::ExecOwners>();
@@ -378,7 +390,23 @@ void GraphExec::launch(const Stream& stream) {
   detail::ExecOwners& o = *st.owners;
   const detail::DriverTable& drv = *st.drv;
   CUstream s = stream.get();
-  detail::call<detail::Entry::cuGraphLaunch>(drv, "launching an executable graph", st.exec, s);
+  if (st.has_host) {
+    detail::begin_host_work();
+    if (CUresult r = detail::raw<detail::Entry::cuGraphLaunch>(drv, st.exec, s); r != CUDA_SUCCESS) {
+      detail::end_host_work();
+      detail::throw_call_error(drv, detail::Entry::cuGraphLaunch, r, "launching an executable graph");
+    }
+    // Why a host function: it runs once the launch completed (one callback thread runs them in
+    // stream order), ending the launch's host work without anyone waiting for it.
+    if (CUresult r = detail::raw<detail::Entry::cuLaunchHostFunc>(drv, s, &detail::end_host_work_fn, nullptr);
+        r != CUDA_SUCCESS) {
+      detail::end_host_work();
+      report_error("queueing the end of a launch's host work",
+                   std::string(result_name(r)) + " (a blocking release may now wait for this launch's host nodes)");
+    }
+  } else {
+    detail::call<detail::Entry::cuGraphLaunch>(drv, "launching an executable graph", st.exec, s);
+  }
   std::uint64_t n = ++o.launches;
   o.last_stream = s;
   if (o.retired.empty()) return;  // no cost per launch when nothing was superseded

@@ -22,13 +22,21 @@ void report_failure(const DriverTable& t, Entry entry, CUresult r, const char* w
 
 namespace {
 
-// Why these: each waits for every running host callback (cuMemFree: ctx_block_probe 4f; the others
-// are assumed to, as the simulator models), and while one waits, a cuMemAlloc on any other thread
-// waits behind it (block_probe "free", H200, 2026-12-01). An application thread whose own host node
-// waits for it must never end up in one of them, so they run on the reclaimer only.
+// Why these: each waits for every running host callback (cuMemFree: ctx_block_probe 4f;
+// cuMemFreeHost and cuModuleUnload: release_probe A10, A12), and while cuMemFree or cuMemFreeHost
+// waits, a cuMemAlloc or cuMemAllocHost on any other thread waits behind it (release_probe B3, B5,
+// B6; block_probe "free"; H200, 2026-12-02). An application thread whose own host node waits for
+// it must never end up in one of them, so they run on the reclaimer only, and there only while no
+// tether host work is queued or running (try_blocking_release_gate). Device memory is no longer
+// among them: tether frees it with cuMemFreeAsync (free_device_memory), which returns at once
+// while a callback runs and which nothing waits behind (A4, B2, C1).
 constexpr bool blocks_while_callbacks_run(Entry e) noexcept {
   return e == Entry::cuMemFree || e == Entry::cuMemFreeHost || e == Entry::cuModuleUnload;
 }
+// Releases that must run on the reclaimer even though they do not block: cuMemFreeAsync from a
+// thread in GLOBAL capture mode invalidates another thread's GLOBAL capture (release_probe D1); the
+// reclaimer runs in RELAXED mode (D2).
+constexpr bool reclaimer_only(Entry e) noexcept { return blocks_while_callbacks_run(e) || e == Entry::cuMemFreeAsync; }
 
 // One deferred release: one allocation, no std::function.
 class DeferredRelease final : public Reclaimable {
@@ -63,11 +71,18 @@ void defer_release(const DriverTable* t, CUcontext ctx, ContextPtr keep, Entry e
 }
 
 void DeferredRelease::reclaim() noexcept {
-  // An application thread draining (tether::reclaim()) hands a release that can block to the
-  // reclaimer's own thread instead of making it: its own host node may be what the release waits for.
-  if (blocks_while_callbacks_run(entry_) && !on_reclaimer_thread() && !Reclaimer::instance().thread_gone())
-    return Reclaimer::instance().push_to_thread(this);
-  release_core(t_, ctx_, std::move(keep_), entry_, call_, bits_, what_, false);
+  Reclaimer& r = Reclaimer::instance();
+  // An application thread draining (tether::reclaim()) hands a release that can block (or that
+  // would invalidate other threads' captures in its capture mode) to the reclaimer's own thread
+  // instead of making it: its own host node may be what the release waits for.
+  if (reclaimer_only(entry_) && !on_reclaimer_thread() && !r.thread_gone()) return r.push_to_thread(this);
+  if (blocks_while_callbacks_run(entry_) && on_reclaimer_thread() && !r.stopping()) {
+    std::unique_lock gate = try_blocking_release_gate();
+    if (!gate.owns_lock()) return r.park(this);  // retried when no tether host work is in flight
+    release_core(t_, ctx_, std::move(keep_), entry_, call_, bits_, what_, false);
+  } else {
+    release_core(t_, ctx_, std::move(keep_), entry_, call_, bits_, what_, false);
+  }
   delete this;
 }
 
@@ -95,11 +110,14 @@ void release_core(const DriverTable* t, CUcontext ctx, ContextPtr keep, Entry en
   // Why check before any call: inside a host callback or user-object destructor even
   // cuCtxGetCurrent is refused (and the simulator records the attempt as a violation).
   const bool blocking = blocks_while_callbacks_run(entry);
-  if (may_defer && (cuda_forbidden_here() || (blocking && !on_reclaimer_thread())))
+  // Why a blocking release found on the reclaimer is deferred too: it may go only while no tether
+  // host work is in flight, and only a queued release can wait for that (parked) without holding
+  // up the rest of the queue.
+  if (may_defer && (cuda_forbidden_here() || (reclaimer_only(entry) && !on_reclaimer_thread()) ||
+                    (blocking && on_reclaimer_thread() && !Reclaimer::instance().stopping())))
     return defer_release(t, ctx, std::move(keep), entry, call, bits, what);
   if (forked_child()) return;  // the driver is unusable in a forked child: leaked on purpose
   if (draining_here()) relax_capture_mode(*t);  // never an application thread's own mode
-  if (blocking && on_reclaimer_thread()) wait_for_no_callbacks();
   bool pop = false;
   if (ctx) {
     CUresult entered = enter_context(*t, ctx, pop);
@@ -265,9 +283,17 @@ void Context::make_current() const {
                                                state_->context);
 }
 
+namespace detail {
+namespace {
+std::atomic<void (*)() noexcept> g_ctx_synchronize_observer{nullptr};
+}  // namespace
+void observe_context_synchronize(void (*fn)() noexcept) noexcept { g_ctx_synchronize_observer.store(fn); }
+}  // namespace detail
+
 void Context::synchronize() const {
   detail::check_calls_allowed("Context::synchronize");
   detail::ScopedContext scope(*state_);
+  if (auto* observe = detail::g_ctx_synchronize_observer.load(std::memory_order_acquire)) observe();
   detail::call<detail::Entry::cuCtxSynchronize>(*state_->table, "synchronizing a context");
 }
 

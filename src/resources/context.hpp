@@ -46,6 +46,10 @@ struct ContextState {
 using ContextPtr = std::shared_ptr<const ContextState>;
 
 const ContextPtr& state_of(const Context& ctx) noexcept;
+/// Registers what Context::synchronize calls before cuCtxSynchronize (the capture layer notes it
+/// on every active capture: cuCtxSynchronize invalidates them all, and an invalidation is then
+/// reported with its likely cause). One observer; never throws.
+void observe_context_synchronize(void (*fn)() noexcept) noexcept;
 Context context_from(ContextPtr state) noexcept;
 
 /// Makes `ctx` current on the calling thread for the lifetime of the object (cuCtxGetCurrent):

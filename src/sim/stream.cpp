@@ -575,6 +575,10 @@ CUresult sim_cuMemFreeAsync(CUdeviceptr dptr, CUstream hs) {
     return CUDA_SUCCESS;
   }
   if (classify(p, 1, true) != Range::live) return CUDA_ERROR_INVALID_VALUE;
+  // release_probe D1 (H200): outside capture, a cuMemFreeAsync of cuMemAlloc memory from a thread
+  // in GLOBAL mode invalidates another thread's GLOBAL capture, like cuMemFree (D2: not in RELAXED).
+  if (!capturing(s))
+    if (CUresult r = unsafe_call_guard("cuMemFreeAsync")) return r;
   return enqueue(
       s, "cuMemFreeAsync", CU_GRAPH_NODE_TYPE_MEM_FREE, [&] { return Params{FreeP{dptr}}; },
       [dptr] { device_free_block(static_cast<std::uintptr_t>(dptr)); });
@@ -911,7 +915,14 @@ CUresult sim_cuEventElapsedTime(float* ms, CUevent a, CUevent b) {
   Event* y = live_event(b, "cuEventElapsedTime");
   if (!x || !y) return CUDA_ERROR_INVALID_HANDLE;
   if ((x->flags | y->flags) & CU_EVENT_DISABLE_TIMING) return CUDA_ERROR_INVALID_HANDLE;
-  std::scoped_lock lock(x->mu, y->mu);
+  // Why two shapes: the same event twice is allowed (0 ms), and locking one mutex twice deadlocks.
+  std::unique_lock<std::mutex> lx(x->mu, std::defer_lock), ly;
+  if (x == y) {
+    lx.lock();
+  } else {
+    ly = std::unique_lock<std::mutex>(y->mu, std::defer_lock);
+    std::lock(lx, ly);
+  }
   if (x->recorded == 0 || y->recorded == 0) return CUDA_ERROR_INVALID_HANDLE;
   if (x->done < x->recorded || y->done < y->recorded) return CUDA_ERROR_NOT_READY;
   *ms = std::chrono::duration<float, std::milli>(y->when - x->when).count();

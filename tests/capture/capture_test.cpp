@@ -272,13 +272,100 @@ TEST_CASE_FIXTURE(DslFixture, "beginning a capture on a stream that already capt
   CHECK(contains(message_of([&] { Capture bad(none); }), "Stream"));
 }
 
-TEST_CASE_FIXTURE(DslFixture, "the legacy default stream cannot capture: the driver's refusal names "
-                              "cuStreamBeginCapture") {
-  Stream legacy = Stream::from_native_handle(ctx, CU_STREAM_LEGACY);
-  std::string m = message_of([&] { Capture c(legacy); });
-  CHECK(contains(m, "cuStreamBeginCapture"));
-  CHECK(contains(m, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"));
-  (void)legacy.release();  // never destroy the legacy stream
+TEST_CASE_FIXTURE(DslFixture, "the legacy default stream cannot capture: the refusal says so, names "
+                              "cuStreamBeginCapture's code and what to capture instead, and leaves nothing capturing") {
+  for (CUstream raw_legacy : {CU_STREAM_LEGACY}) {  // (a null handle makes an empty Stream)
+    Stream legacy = Stream::from_native_handle(ctx, raw_legacy);
+    for (int how = 0; how < 3; ++how) {
+      CAPTURE(how);
+      std::string m = message_of([&] {
+        if (how == 0) Capture c(legacy);
+        if (how == 1) (void)tether::capture(legacy, [] {});
+        if (how == 2) {
+          Graph g{ctx};
+          g.edit([&](Edit& e) { e.capture(legacy, [] {}); });
+        }
+      });
+      CHECK(contains(m, "the legacy default stream (CU_STREAM_LEGACY, or stream 0) cannot be captured"));
+      CHECK(contains(m, "cuStreamBeginCapture"));
+      CHECK(contains(m, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"));
+      CHECK(contains(m, "Context::make_stream"));
+      CHECK(contains(m, "CU_STREAM_PER_THREAD"));
+      CHECK_FALSE(contains(m, "operation not permitted when stream is capturing"));
+    }
+    (void)legacy.release();  // never destroy the legacy stream
+  }
+  // The per-thread default stream, which the message offers, does capture.
+  Stream per_thread = Stream::from_native_handle(ctx, CU_STREAM_PER_THREAD);
+  CHECK(message_of([&] { (void)tether::capture(per_thread, [] {}); }) == "no exception");
+  (void)per_thread.release();
+}
+
+TEST_CASE_FIXTURE(DslFixture, "a host function captured into a conditional body is refused where it is captured, "
+                              "saying why, and the edit leaves the graph as it was") {
+  for (int depth = 0; depth < 2; ++depth) {
+    CAPTURE(depth);
+    Graph g{ctx};
+    std::string m = message_of([&] {
+      g.edit([&](Edit& e) {
+        Condition c = e.condition(1);
+        IfResult r = e.if_(c);
+        e.in(r.then_).capture(stream, [&] {
+          if (depth == 0) stream.host([] {});
+          if (depth == 1) {
+            SharedBuffer<float> x = buffer(16, 1.0f);
+            stream.memset(x, 2.0f);
+            stream.host([] {});
+          }
+        });
+      });
+    });
+    CHECK(contains(m, "Stream::host"));
+    CHECK(contains(m, "a host function cannot be captured into a conditional body"));
+    CHECK(contains(m, "CUDA_ERROR_INVALID_VALUE"));
+    CHECK(contains(m, "outside the conditional node"));
+    CHECK(g.node_count() == 0);
+    CHECK(status_of(*this, stream.get()) == CU_STREAM_CAPTURE_STATUS_NONE);
+  }
+  // Host functions other code issues during such a capture are refused when the region ends.
+  Graph g{ctx};
+  std::string m = message_of([&] {
+    g.edit([&](Edit& e) {
+      Condition c = e.condition(1);
+      IfResult r = e.if_(c);
+      e.in(r.then_).capture(stream, [&] {
+        detail::call<Entry::cuLaunchHostFunc>(table(), "raw host", stream.get(), +[](void*) {}, nullptr);
+      });
+    });
+  });
+  CHECK(contains(m, "a host function other code issued during the capture"));
+  CHECK(contains(m, "a host function cannot be captured into a conditional body"));
+  CHECK(g.node_count() == 0);
+  // Outside a body, the same capture is fine.
+  Graph ok{ctx};
+  ok.edit([&](Edit& e) { e.capture(stream, [&] { stream.host([] {}); }); });
+  CHECK(ok.node_count() == 1);
+}
+
+TEST_CASE_FIXTURE(DslFixture, "a capture invalidated by Context::synchronize names cuCtxSynchronize as the likely "
+                              "cause, where the next operation fails and where the capture ends") {
+  Capture c(stream, CaptureMode::relaxed);
+  SharedBuffer<float> x = buffer(16, 1.0f);
+  stream.memset(x, 2.0f);
+  (void)message_of([&] { ctx.synchronize(); });  // cuCtxSynchronize invalidates every capture, in every mode
+  std::string op = message_of([&] { stream.memset(x, 3.0f); });
+  CHECK(contains(op, "invalidated"));
+  CHECK(contains(op, "likely cause: Context::synchronize (cuCtxSynchronize)"));
+  std::string end = message_of([&] { (void)c.end(); });
+  CHECK(contains(end, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED"));
+  CHECK(contains(end, "likely cause: Context::synchronize (cuCtxSynchronize)"));
+  // Another cause is not blamed on it.
+  Capture d(stream, CaptureMode::global);
+  CUdeviceptr p = 0;
+  CHECK(detail::raw<Entry::cuMemAlloc>(table(), &p, std::size_t{256}) == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  std::string other = message_of([&] { (void)d.end(); });
+  CHECK(contains(other, "invalidated"));
+  CHECK_FALSE(contains(other, "cuCtxSynchronize)"));
 }
 
 TEST_CASE_FIXTURE(DslFixture, "fork and join across three streams: the forked work depends on the fork point and the "

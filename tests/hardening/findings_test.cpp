@@ -486,3 +486,72 @@ TEST_CASE("child process body: owners queued before exit are released before sta
 }
 
 TEST_SUITE_END();
+
+// Issue 21, bug 3: the deadlock tether caused. A host node waits for the application, which
+// meanwhile allocates and updates a memcpy node with a fresh source between launches on two
+// streams, so that superseded sources are released on the reclaimer while launches with host
+// nodes are queued. A release that waits for the running callback (cuMemFree, cuMemFreeHost),
+// with the application's allocation waiting behind it (release_probe B3, B5, B6), would close the
+// cycle; the host node's wait is bounded, so a deadlock shows as a timed-out wait, not a hang.
+// Runs the shape 1 000 times on the simulator and 100 times on the GPU (TETHER_SHAPE_RUNS).
+namespace {
+int shape_runs(const tether::Runtime& rt) {
+  if (const char* v = std::getenv("TETHER_SHAPE_RUNS")) return std::atoi(v);
+  return rt.kind() == tether::DriverKind::simulated ? 1000 : 100;
+}
+}  // namespace
+
+TEST_CASE_FIXTURE(DslFixture, "an application whose host node waits for it can allocate while tether releases "
+                              "superseded device and pinned sources: the deadlock shape never hangs") {
+  for (bool pinned : {false, true}) {
+    CAPTURE(pinned);
+    SharedBuffer<float> dst = buffer(256, 0.0f);
+    std::atomic<int> waits{0}, timed_out{0};
+    std::atomic<int> allowed{0};
+    Graph g{ctx};
+    Node<HostNode> h;
+    Node<MemcpyNode> m;
+    SharedPinnedBuffer<float> first_pinned = ctx.alloc_pinned<float>(256).share();
+    g.edit([&](Edit& e) {
+      h = e.host([&] {
+        const int me = waits.fetch_add(1) + 1;
+        auto deadline = std::chrono::steady_clock::now() + 5s;
+        while (allowed.load() < me) {
+          if (std::chrono::steady_clock::now() > deadline) {
+            timed_out.fetch_add(1);
+            return;
+          }
+          std::this_thread::sleep_for(20us);
+        }
+      });
+      if (pinned)
+        m = e.after(h).memcpy(dst, first_pinned);
+      else
+        m = e.after(h).memcpy(dst, buffer(256, 1.0f));
+    });
+    GraphExec exec = g.instantiate();
+    Stream s2 = ctx.make_stream();
+    const int runs = shape_runs(rt);
+    for (int i = 1; i <= runs && timed_out.load() == 0; ++i) {
+      exec.launch(i % 2 ? stream : s2);
+      while (waits.load() < i && timed_out.load() == 0) std::this_thread::sleep_for(10us);
+      // While this launch's host node waits: allocate (cuMemAlloc / cuMemAllocHost), hand the node
+      // a fresh source (the previous one is superseded and released once no launch uses it).
+      if (pinned) {
+        SharedPinnedBuffer<float> fresh = ctx.alloc_pinned<float>(256).share();
+        fresh.data()[0] = static_cast<float>(i);
+        exec.update(m, dst, fresh);
+      } else {
+        DeviceBuffer<float> fresh = ctx.alloc<float>(256);
+        exec.update(m, dst, std::move(fresh));
+      }
+      allowed.store(i);
+    }
+    stream.synchronize();
+    s2.synchronize();
+    CHECK(timed_out.load() == 0);
+    CHECK(waits.load() == runs);
+  }
+  CHECK(wait_released(ctx, 10s));
+  CHECK(detail::host_work_in_flight() == 0);
+}
