@@ -1,0 +1,340 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 The tether authors
+import tether;
+// The module-only test, part 1 (part 2, with {fmt} and standard headers, is module_only_std_test.cpp).
+//
+// This file imports tether and includes nothing else of the standard library, so every template of
+// tether it instantiates — each node creator with each owner adapter, each update, stream work,
+// capture, introspection, owner labels — is compiled exactly as an importer that included nothing
+// sees it. A template whose body needs a standard declaration the importer cannot see (a
+// std::operator+ found by argument-dependent lookup, say) fails to compile here. Why this test
+// cannot include standard headers, even after the import: clang 19 makes a declaration a later
+// textual include brings visible at the point of instantiation (the end of the file), which hides
+// exactly these bugs (tried: `import tether;` then `#include <string>`, in either place, compiled a
+// `SharedBuffer` memset that fails without it; docs/modules.md). doctest's header includes no
+// standard header (only <ciso646>), so it may come after the import.
+//
+// What an importer that includes nothing cannot use is the standard library's own free functions and
+// operators (std::move, `==` of strings, iterators of a returned std::vector): the helpers below
+// stand in for them. Runs on the driver TETHER_DRIVER selects; the kernels come from kernels.fatbin
+// (real kernels on a GPU, the twins registered here on the simulator).
+#include <doctest/doctest.h>
+
+// Defined in module_only_std_test.cpp (where <string> and readlink may be used): the test kernels'
+// image, kernels.fatbin beside the executable.
+namespace tether_module_only {
+tether::Image test_kernels();
+}
+
+namespace {
+
+using Size = decltype(sizeof 0);
+
+// std::move, which an importer that included nothing cannot name.
+template <class T>
+T&& mv(T& t) noexcept {
+  return static_cast<T&&>(t);
+}
+
+Size length(const char* s) {
+  Size n = 0;
+  while (s[n]) ++n;
+  return n;
+}
+bool contains(const char* s, const char* part) {
+  const Size n = length(s), m = length(part);
+  for (Size i = 0; i + m <= n; ++i) {
+    Size j = 0;
+    while (j < m && s[i + j] == part[j]) ++j;
+    if (j == m) return true;
+  }
+  return false;
+}
+// Whether a std::string or std::string_view tether returned equals / contains a literal (their
+// members are usable; their non-member operators are not visible here).
+template <class S>
+bool same(const S& s, const char* lit) {
+  const Size n = length(lit);
+  if (s.size() != n) return false;
+  for (Size i = 0; i < n; ++i)
+    if (s[i] != lit[i]) return false;
+  return true;
+}
+template <class S>
+bool has(const S& s, const char* part) {
+  return s.find(part) != s.npos;
+}
+// Whether one of the labels of an inspected node or version is `lit` / contains `part`.
+template <class V>
+bool has_label(const V& labels, const char* lit) {
+  for (Size i = 0; i < labels.size(); ++i)
+    if (same(labels[i], lit)) return true;
+  return false;
+}
+template <class V>
+bool has_label_part(const V& labels, const char* part) {
+  for (Size i = 0; i < labels.size(); ++i)
+    if (has(labels[i], part)) return true;
+  return false;
+}
+// Whether `f()` throws E whose message contains `part`.
+template <class E, class F>
+bool throws_with(F&& f, const char* part) {
+  try {
+    f();
+  } catch (const E& e) {
+    if (contains(e.what(), part)) return true;
+    MESSAGE("the message was: ", e.what());
+    return false;
+  }
+  return false;
+}
+
+// A move-only host callable: host nodes, stream host functions and owner bundles take it.
+struct MoveOnlyCount {
+  int* runs;
+  explicit MoveOnlyCount(int* r) : runs(r) {}
+  MoveOnlyCount(MoveOnlyCount&&) = default;
+  MoveOnlyCount(const MoveOnlyCount&) = delete;
+  void operator()() { ++*runs; }
+};
+// A plain owner with no tether_owner_label: inspect shows its type's name.
+struct PlainOwner {
+  int value = 0;
+};
+
+constexpr int n = 8;
+const tether::Grid grid1{1};
+const tether::Block block_n{static_cast<unsigned>(n)};
+
+using Fill = tether::Kernel<float*, float, int>;
+using Axpy = tether::Kernel<float*, const float*, float, int>;
+using Countdown = tether::Kernel<unsigned long long, int*>;
+
+void register_twins() {
+  using tether::sim::LaunchInfo;
+  tether::sim::register_kernel<float*, float, int>("fill", [](const LaunchInfo& l, float* x, float v, int count) {
+    for (Size i = 0; i < l.threads() && i < static_cast<Size>(count); ++i) x[i] = v;
+  });
+  tether::sim::register_kernel<float*, float, int>("scale", [](const LaunchInfo& l, float* x, float a, int count) {
+    for (Size i = 0; i < l.threads() && i < static_cast<Size>(count); ++i) x[i] *= a;
+  });
+  tether::sim::register_kernel<float*, const float*, float, int>(
+      "axpy", [](const LaunchInfo& l, float* y, const float* x, float a, int count) {
+        for (Size i = 0; i < l.threads() && i < static_cast<Size>(count); ++i) y[i] += a * x[i];
+      });
+  tether::sim::register_kernel<unsigned long long, int*>("countdown",
+                                                         [](const LaunchInfo&, unsigned long long h, int* counter) {
+                                                           tether::sim::set_conditional(h, --*counter > 0 ? 1u : 0u);
+                                                         });
+}
+
+// Everything the tests share: the driver, a stream, the test kernels.
+struct Fixture {
+  bool twins = (register_twins(), true);  // first: a twin must be registered before Module::kernel looks it up
+  tether::Runtime rt = tether::Runtime::open();
+  tether::Context ctx = rt.context(0);
+  tether::Stream stream = ctx.make_stream();
+  tether::Module mod = ctx.load_module(tether_module_only::test_kernels());
+  Fill fill = mod.kernel<float*, float, int>("fill");
+  Fill scale = mod.kernel<float*, float, int>("scale");
+  Axpy axpy = mod.kernel<float*, const float*, float, int>("axpy");
+  Countdown countdown = mod.kernel<unsigned long long, int*>("countdown");
+
+  bool simulated() const { return rt.kind() == tether::DriverKind::simulated; }
+  // Whether every element of `b` is `v`.
+  static bool all(const float* p, float v) {
+    for (int i = 0; i < n; ++i)
+      if (p[i] != v) return false;
+    return true;
+  }
+  bool all(const tether::SharedBuffer<float>& b, float v) const {
+    float tmp[n];
+    b.copy_to(tmp);
+    return all(tmp, v);
+  }
+  tether::SharedBuffer<float> shared() const { return ctx.alloc<float>(n).share(); }
+  tether::SharedPinnedBuffer<float> pinned() const { return ctx.alloc_pinned<float>(n).share(); }
+};
+
+}  // namespace
+
+
+TEST_CASE("every node creator of an edit, with every owner adapter, builds and runs from a file that only imports tether") {
+  Fixture f;
+  tether::SharedBuffer<float> x = f.shared(), y = f.shared(), z = f.shared(), w = f.shared(), v = f.shared();
+  tether::DeviceBuffer<float> scratch = f.ctx.alloc<float>(n);
+  tether::SharedPinnedBuffer<float> out = f.pinned(), out_z = f.pinned(), out_w = f.pinned(), out_v = f.pinned();
+  tether::PinnedBuffer<float> staging = f.ctx.alloc_pinned<float>(n), host_copy = f.ctx.alloc_pinned<float>(n);
+  for (int i = 0; i < n; ++i) staging.data()[i] = static_cast<float>(i);
+  tether::SharedBuffer<int> ints = f.ctx.alloc<int>(n).share();
+  tether::SharedBuffer<unsigned short> shorts = f.ctx.alloc<unsigned short>(n).share();
+  tether::SharedBuffer<unsigned char> bytes = f.ctx.alloc<unsigned char>(n).share();
+  tether::Event ev = f.ctx.make_event();
+  int host_runs = 0, move_only_runs = 0, captured_runs = 0;
+
+  tether::Graph sub{f.ctx};
+  sub.edit([&](tether::Edit& e) { e.memset(z, 4.0f); });
+
+  tether::Graph g{f.ctx};
+  tether::Node<tether::KernelNode<float*, float, int>> doubled;
+  tether::Node<tether::MemcpyNode> to_out;
+  tether::EmbedResult embedded;
+  tether::CaptureResult captured, captured_plain;
+  g.edit([&](tether::Edit& e) {
+    // memset: SharedBuffer, DeviceBuffer&&, unowned(SharedBuffer), unowned(DeviceBuffer&), unowned(p, n);
+    // 4-, 2- and 1-byte values.
+    tether::Node<tether::MemsetNode> ones = e.memset(x, 1.0f);
+    e.memset(f.ctx.alloc<float>(n), 0.0f);
+    tether::Node<tether::MemsetNode> zeroed = e.memset(tether::unowned(scratch), 0.0f);
+    e.memset(ints, 7);
+    e.memset(tether::unowned(shorts.data(), n), static_cast<unsigned short>(0x0102));
+    e.memset(tether::unowned(bytes), static_cast<unsigned char>(9));
+    // launch: Launch or Grid/Block; SharedBuffer, DeviceBuffer&&, unowned pointers, nullptr.
+    doubled = e.after(ones).launch(f.scale, grid1, block_n, x, 2.0f, n);                             // x = 2
+    e.launch(f.fill, tether::Launch{grid1, block_n}, f.ctx.alloc<float>(n), 5.0f, n);                  // owns its buffer
+    e.launch(f.fill, tether::Launch{grid1, block_n}.shared_memory(0), nullptr, 0.0f, 0);              // null pointer
+    tether::Node<tether::MemsetNode> threes = e.after(doubled).memset(tether::unowned(y), 3.0f);  // y = 3
+    auto summed = e.after(threes).launch(f.axpy, grid1, block_n, tether::unowned(y), tether::unowned(x), 1.0f, n);  // y = 5
+    // keeping(...): extra owners of the next node, of every kind an Owners bundle takes.
+    auto scaled = e.after(summed)
+                      .keeping(tether::Owners{ev, f.mod, f.ctx.make_stream(), PlainOwner{}, MoveOnlyCount{&host_runs},
+                                              [keep = f.ctx.alloc<float>(1).share()] { (void)keep; }})
+                      .launch(f.scale, grid1, block_n, tether::unowned(y.data(), n), 2.0f, n);  // y = 10
+    // memcpy: every direction, every kind of end.
+    to_out = e.after(scaled).memcpy(out, y);                                            // DtoH: out = 10
+    auto staged = e.after(to_out).memcpy(y, mv(staging));                              // HtoD from PinnedBuffer&&: y = i
+    auto dtod = e.after(staged).memcpy(w, y);                                           // DtoD: w = i
+    auto htoh = e.after(to_out).memcpy(tether::unowned(host_copy), out);               // HtoH: host_copy = 10
+    auto to_owned = e.after(dtod).memcpy(f.ctx.alloc<float>(n), w, n);                  // into a DeviceBuffer&&
+    auto to_w = e.after(to_owned).memcpy(out_w, tether::unowned(w));                   // from unowned device memory
+    e.after(dtod, zeroed).memcpy(tether::unowned(scratch), f.ctx.alloc<float>(n));             // from a DeviceBuffer&&
+    // host nodes: a copyable lambda and a move-only callable.
+    auto host = e.after(to_w, htoh).host([&host_runs] { ++host_runs; });
+    auto host2 = e.after(host).host(MoveOnlyCount{&move_only_runs});
+    // events.
+    auto recorded = e.after(host2).record(ev);
+    auto waited = e.after(recorded).wait(ev);
+    // a child graph, and a node in it; capture inside the edit, with and without the Capture.
+    embedded = e.after(waited).embed(sub);
+    e.in(embedded.graph).empty();
+    auto z_out = e.after(embedded.node).memcpy(out_z, z);
+    captured = e.after(z_out).capture(f.stream, [&](tether::Capture& c) {
+      CHECK(static_cast<bool>(c));
+      f.stream.memset(v, 6.0f);
+      f.stream.memcpy(out_v, v);
+    });
+    captured_plain = e.after(captured.node).capture(f.stream, [&] { f.stream.host([&captured_runs] { ++captured_runs; }); });
+    // an empty node joining several dependencies.
+    e.after(captured_plain.node, waited, doubled).empty();
+  });
+  CHECK(g.node_count() == 28);
+  CHECK(doubled.valid());
+  CHECK(embedded.graph.node_count() == 2);
+  CHECK(captured.graph.node_count() == 2);
+  CHECK(captured_plain.graph.node_count() == 1);
+
+  tether::GraphExec exec = g.instantiate();
+  exec.launch(f.stream);
+  f.stream.synchronize();
+  CHECK(Fixture::all(out.data(), 10.0f));
+  CHECK(Fixture::all(host_copy.data(), 10.0f));
+  CHECK(Fixture::all(out_z.data(), 4.0f));
+  CHECK(Fixture::all(out_v.data(), 6.0f));
+  float want_w[n];
+  for (int i = 0; i < n; ++i) want_w[i] = static_cast<float>(i);
+  bool w_ok = true;
+  for (int i = 0; i < n; ++i) w_ok = w_ok && out_w.data()[i] == want_w[i];
+  CHECK(w_ok);
+  CHECK(f.all(x, 2.0f));
+  int int_back[n];
+  ints.copy_to(int_back);
+  CHECK(int_back[n - 1] == 7);
+  unsigned short short_back[n];
+  shorts.copy_to(short_back);
+  CHECK(short_back[0] == 0x0102);
+  unsigned char byte_back[n];
+  bytes.copy_to(byte_back);
+  CHECK(byte_back[3] == 9);
+  CHECK(host_runs == 1);  // the MoveOnlyCount in the bundle is kept, not run
+  CHECK(move_only_runs == 1);
+  CHECK(captured_runs == 1);
+  CHECK_FALSE(static_cast<bool>(staging));  // moved into the node
+}
+
+TEST_CASE("conditional nodes with their bodies, and graph memory nodes, build and run from a file that only imports "
+          "tether") {
+  Fixture f;
+  tether::SharedBuffer<float> v = f.ctx.alloc<float>(1).share(), then_v = f.shared(), else_v = f.shared(),
+                              case_v = f.shared(), body_v = f.shared();
+  tether::SharedBuffer<int> counter = f.ctx.alloc<int>(1).share();
+  int four[1] = {4};
+  counter.copy_from(four);
+  float one[1] = {1.0f};
+  v.copy_from(one);
+  then_v.fill_bytes(0);
+  else_v.fill_bytes(0);
+  case_v.fill_bytes(0);
+  body_v.fill_bytes(0);
+
+  const tether::Launch single{tether::Grid{1}, tether::Block{1}};
+  tether::Graph g{f.ctx};
+  tether::WhileResult loop;
+  tether::IfElseResult branch;
+  tether::SwitchResult choice;
+  tether::IfResult maybe;
+  g.edit([&](tether::Edit& e) {
+    tether::Condition c = e.condition(1);  // reset to 1 at every launch
+    CHECK(c.handle() != 0);
+    loop = e.while_(c);
+    auto step = e.in(loop.body).launch(f.scale, single, v, 2.0f, 1);
+    e.in(loop.body).empty();
+    e.after(step).launch(f.countdown, single, c.handle(), counter);
+    maybe = e.after(loop.node).if_(e.condition(1));
+    e.in(maybe.then_).launch(f.fill, grid1, block_n, then_v, 1.0f, n);
+    branch = e.after(maybe.node).if_else(e.condition(0));
+    e.in(branch.then_).launch(f.fill, grid1, block_n, else_v, 9.0f, n);
+    e.in(branch.else_).launch(f.fill, grid1, block_n, else_v, 2.0f, n);
+    choice = e.after(branch.node).switch_(e.condition(2), 3);
+    CHECK(choice.cases.size() == 3);
+    e.in(choice.cases[0]).launch(f.fill, grid1, block_n, case_v, 10.0f, n);
+    e.in(choice.cases[2]).launch(f.fill, grid1, block_n, case_v, 3.0f, n);
+    CHECK(throws_with<tether::UsageError>([&] { e.switch_(c, 0); }, "switch_: a switch node needs at least one case"));
+  });
+  // A body's own edit (a BodyEdit) after the graph's.
+  choice.cases[1].edit([&](tether::BodyEdit& be) { be.launch(f.fill, grid1, block_n, case_v, 11.0f, n); });
+  maybe.then_.edit([&](tether::BodyEdit& be) {
+    tether::Node<tether::EmptyNode> first = be.empty();
+    be.after(first).launch(f.fill, grid1, block_n, body_v, 5.0f, n);
+  });
+  CHECK(g.node_count() == 4);
+  CHECK(g.bodies(loop.node).size() == 1);
+  CHECK(g.bodies(choice.node).size() == 3);
+
+  tether::GraphExec exec = g.instantiate();
+  exec.launch(f.stream);
+  f.stream.synchronize();
+  float got[1];
+  v.copy_to(got);
+  CHECK(got[0] == 16.0f);  // the while body ran 4 times
+  CHECK(f.all(then_v, 1.0f));
+  CHECK(f.all(else_v, 2.0f));
+  CHECK(f.all(case_v, 3.0f));
+  CHECK(f.all(body_v, 5.0f));
+
+  // Graph memory nodes: alloc, use, copy out, free.
+  tether::SharedPinnedBuffer<float> out = f.pinned();
+  tether::Graph mg{f.ctx};
+  mg.edit([&](tether::Edit& e) {
+    tether::AllocResult<float> m = e.alloc<float>(n);
+    auto set = e.after(m.node).launch(f.fill, grid1, block_n, m.memory, 7.0f, n);
+    auto copy = e.after(set).memcpy(out, m.memory);
+    tether::Node<tether::MemFreeNode> freed = e.after(copy).free(m.memory);
+    CHECK(freed.valid());
+    CHECK(m.memory.count == static_cast<Size>(n));
+  });
+  tether::GraphExec mexec = mg.instantiate();
+  mexec.launch(f.stream);
+  f.stream.synchronize();
+  CHECK(Fixture::all(out.data(), 7.0f));
+}
