@@ -338,3 +338,279 @@ TEST_CASE("conditional nodes with their bodies, and graph memory nodes, build an
   f.stream.synchronize();
   CHECK(Fixture::all(out.data(), 7.0f));
 }
+
+TEST_CASE("every update of an edit and of an executable, with extra owners, compiles and takes effect from a file "
+          "that only imports tether") {
+  Fixture f;
+  tether::SharedBuffer<float> x = f.shared();
+  tether::SharedPinnedBuffer<float> out = f.pinned();
+  tether::Event ev = f.ctx.make_event(), ev2 = f.ctx.make_event();
+  int first_runs = 0, second_runs = 0, third_runs = 0;
+
+  tether::Graph sub{f.ctx}, sub2{f.ctx};
+  tether::SharedBuffer<float> z = f.shared();
+  sub.edit([&](tether::Edit& e) { e.memset(z, 4.0f); });
+  sub2.edit([&](tether::Edit& e) { e.memset(z, 8.0f); });
+
+  tether::Graph g{f.ctx};
+  tether::Node<tether::MemsetNode> ms;
+  tether::Node<tether::KernelNode<float*, float, int>> k;
+  tether::Node<tether::MemcpyNode> mc;
+  tether::Node<tether::HostNode> h;
+  tether::Node<tether::EventRecordNode> rec;
+  tether::Node<tether::EventWaitNode> wt;
+  tether::Node<tether::ChildNode> child;
+  g.edit([&](tether::Edit& e) {
+    ms = e.memset(x, 1.0f);
+    k = e.after(ms).launch(f.scale, grid1, block_n, x, 2.0f, n);
+    mc = e.after(k).memcpy(out, x);
+    h = e.after(mc).host([&first_runs] { ++first_runs; });
+    rec = e.after(h).record(ev);
+    wt = e.after(rec).wait(ev);
+    child = e.after(wt).embed(sub).node;
+  });
+  tether::GraphExec exec = g.instantiate(tether::InstantiateOptions{});
+  exec.launch(f.stream);
+  f.stream.synchronize();
+  CHECK(Fixture::all(out.data(), 2.0f));
+  CHECK(first_runs == 1);
+
+  // Edit::update of each kind (each overload of NodeUpdates), and Edit::keeping(...).update.
+  g.edit([&](tether::Edit& e) {
+    e.update(ms, x, 3.0f);
+    e.update(k, tether::Launch{grid1, block_n}, x, 3.0f, n);
+    e.update(k, grid1, block_n, tether::unowned(x), 3.0f, n);
+    e.keeping(tether::Owners{PlainOwner{}}).update(k, grid1, block_n, x, 3.0f, n);
+    e.update(mc, out, x);
+    e.update(h, [&second_runs] { ++second_runs; });
+    e.update(rec, ev2);
+    e.keeping(tether::Owners{ev}).update(wt, ev2);
+  });
+  CHECK(throws_with<tether::UsageError>(
+      [&] {
+        g.edit([&](tether::Edit& e) {
+          tether::BasicEditUpdate<false> once = e.keeping(tether::Owners{PlainOwner{}});
+          once.update(ms, x, 3.0f);
+          once.update(ms, x, 3.0f);
+        });
+      },
+      "Edit::keeping(...).update: this update was already made"));
+  tether::UpdateResult r = exec.update(g);
+  CHECK(static_cast<bool>(r));
+  CHECK_FALSE(r.reinstantiated);
+  CHECK(same(tether::to_string(r.reason), "success"));
+  exec.launch(f.stream);
+  f.stream.synchronize();
+  CHECK(Fixture::all(out.data(), 9.0f));
+  CHECK(second_runs == 1);
+
+  // GraphExec::update of each kind, GraphExec::keeping(...).update, the child graph update.
+  exec.update(ms, x, 1.0f);
+  exec.update(k, tether::Launch{grid1, block_n}, tether::unowned(x), 4.0f, n);
+  exec.update(k, grid1, block_n, x, 4.0f, n);
+  exec.keeping(tether::Owners{PlainOwner{}, f.ctx.make_stream()}).update(k, grid1, block_n, x, 4.0f, n);
+  exec.update(mc, out, x, n);
+  exec.update(h, MoveOnlyCount{&third_runs});
+  exec.update(rec, ev);
+  exec.update(wt, ev);
+  exec.update(child, sub2);
+  CHECK(throws_with<tether::UsageError>([&] { exec.update(k, tether::Launch{grid1, block_n}.priority(1), x, 4.0f, n); },
+                                        "GraphExec::update: the Launch sets"));
+  exec.launch(f.stream);
+  f.stream.synchronize();
+  CHECK(Fixture::all(out.data(), 4.0f));
+  CHECK(third_runs == 1);
+  CHECK(f.all(z, 8.0f));
+  // enable / enabled of a kernel, memcpy and memset node.
+  exec.enable(k, false);
+  CHECK_FALSE(exec.enabled(k));
+  CHECK(exec.enabled(mc));
+  CHECK(exec.enabled(ms));
+  exec.launch(f.stream);
+  f.stream.synchronize();
+  CHECK(Fixture::all(out.data(), 1.0f));
+  exec.enable(k, true);
+  exec.update(ms, f.ctx.alloc<float>(n), 0.0f);  // a DeviceBuffer&& the executable's version owns
+  exec.reclaim(f.stream);
+  CHECK(exec.live_node_versions() >= 1);
+
+  // update_or_reinstantiate: the topology changed, so the executable is made again.
+  g.edit([&](tether::Edit& e) { e.after(child).empty(); });
+  tether::UpdateResult again = exec.update_or_reinstantiate(g);
+  CHECK(again.reinstantiated);
+  CHECK(same(tether::to_string(again.reason), "topology_changed"));
+  exec.launch(f.stream);
+  f.stream.synchronize();
+  CHECK(Fixture::all(out.data(), 9.0f));  // the graph's memset (3) and scale (3), not the executable's updates
+
+  // A clone, and its node of a source node; updates through the clone's handle.
+  tether::Graph copy = g.clone();
+  tether::Node<tether::KernelNode<float*, float, int>> k2 = copy.find(k);
+  CHECK(k2.valid());
+  CHECK_FALSE(k2 == k);
+  copy.edit([&](tether::Edit& e) { e.update(k2, grid1, block_n, x, 5.0f, n); });
+  copy.instantiate().launch(f.stream);
+  f.stream.synchronize();
+  CHECK(Fixture::all(out.data(), 15.0f));  // 3 * 5
+}
+
+TEST_CASE("replace, remove, connect, disconnect, commit and rollback of an edit work from a file that only imports "
+          "tether") {
+  Fixture f;
+  tether::SharedBuffer<float> z = f.shared();
+  tether::Graph sub{f.ctx}, sub2{f.ctx};
+  sub.edit([&](tether::Edit& e) { e.memset(z, 4.0f); });
+  sub2.edit([&](tether::Edit& e) { e.memset(z, 8.0f); });
+  tether::Graph g{f.ctx};
+  tether::Node<tether::EmptyNode> a, b;
+  tether::Node<tether::ChildNode> c;
+  g.edit([&](tether::Edit& e) {
+    a = e.empty();
+    b = e.empty();
+    c = e.after(a).embed(sub).node;
+  });
+  g.edit([&](tether::Edit& e) {
+    e.connect(a, b);
+    tether::EmbedResult fresh = e.replace(c, sub2);
+    CHECK(fresh.node.valid());
+  });
+  CHECK_FALSE(c.valid());
+  CHECK(g.edges().size() == 2);
+  g.edit([&](tether::Edit& e) { e.disconnect(a, b); });
+  CHECK(g.edges().size() == 1);
+  {
+    tether::Edit e = g.edit();
+    e.remove(b);
+    e.empty();
+  }  // dropped: rolled back
+  CHECK(g.node_count() == 3);
+  CHECK(b.valid());
+  tether::Edit e = g.edit();
+  e.remove(b);
+  e.commit();
+  CHECK_FALSE(b.valid());
+  CHECK(g.node_count() == 2);
+  tether::Edit undone = g.edit();
+  undone.empty();
+  undone.rollback();
+  CHECK(g.node_count() == 2);
+  g.instantiate().launch(f.stream);
+  f.stream.synchronize();
+  CHECK(f.all(z, 8.0f));
+}
+
+TEST_CASE("stream work with every owner adapter runs from a file that only imports tether") {
+  Fixture f;
+  tether::Stream s2 = f.ctx.make_stream(tether::StreamFlags::default_);
+  tether::SharedBuffer<float> x = f.shared(), y = f.shared();
+  tether::SharedPinnedBuffer<float> out = f.pinned(), out2 = f.pinned();
+  tether::PinnedBuffer<float> staging = f.ctx.alloc_pinned<float>(n);
+  for (int i = 0; i < n; ++i) staging.data()[i] = 2.0f;
+  tether::Event start = f.ctx.make_event(), done = f.ctx.make_event(tether::EventFlags::blocking_sync);
+  int runs = 0, move_only_runs = 0;
+
+  f.stream.record(start);
+  tether::Node<tether::MemsetNode> m = f.stream.memset(x, 1.0f);
+  CHECK_FALSE(m.valid());  // outside capture the handles are invalid
+  f.stream.launch(f.scale, grid1, block_n, x, 3.0f, n);                                       // x = 3
+  f.stream.launch(f.fill, tether::Launch{grid1, block_n}, f.ctx.alloc<float>(n), 1.0f, n);     // owns its buffer
+  f.stream.memcpy(y, mv(staging));                                                            // HtoD: y = 2
+  f.stream.launch(f.axpy, grid1, block_n, tether::unowned(y), tether::unowned(x.data(), n), 1.0f, n);  // y = 5
+  f.stream.memcpy(out, y);                                                                    // DtoH
+  f.stream.memcpy(x, y, n);                                                                   // DtoD: x = 5
+  f.stream.memset(tether::unowned(y), 0.0f);
+  f.stream.memset(f.ctx.alloc<int>(n), 1);
+  f.stream.host([&runs] { ++runs; });
+  f.stream.host(MoveOnlyCount{&move_only_runs});
+  tether::AllocResult<float> a = f.stream.alloc_async<float>(n);
+  f.stream.memset(a.memory, 6.0f);
+  f.stream.memcpy(out2, a.memory);
+  f.stream.free_async(a.memory);
+  f.stream.record(done);
+  s2.wait(done);
+  tether::Event external = f.ctx.make_event(tether::EventFlags::disable_timing | tether::EventFlags::blocking_sync);
+  tether::Node<tether::EventRecordNode> ext = s2.record_external(external);
+  tether::Node<tether::EventWaitNode> ext_wait = f.stream.wait_external(external);
+  CHECK_FALSE(ext.valid());
+  CHECK_FALSE(ext_wait.valid());
+  f.stream.synchronize();
+  s2.synchronize();
+  done.synchronize();
+  CHECK(done.query());
+  CHECK(f.stream.query());
+  CHECK_FALSE(f.stream.capturing());
+  CHECK(tether::Event::elapsed_ms(start, done) >= 0.0f);
+  CHECK(Fixture::all(out.data(), 5.0f));
+  CHECK(Fixture::all(out2.data(), 6.0f));
+  CHECK(f.all(x, 5.0f));
+  CHECK(f.all(y, 0.0f));
+  CHECK(runs == 1);
+  CHECK(move_only_runs == 1);
+}
+
+TEST_CASE("stream capture, scoped captures and capture inside an edit work from a file that only imports tether") {
+  Fixture f;
+  tether::Stream s2 = f.ctx.make_stream();
+  tether::SharedBuffer<float> x = f.shared(), y = f.shared();
+  tether::SharedPinnedBuffer<float> out = f.pinned(), out_y = f.pinned();
+  tether::Event ev = f.ctx.make_event();
+  int runs = 0;
+
+  // tether::capture(stream, fn) and (stream, mode, fn(Capture&)).
+  tether::Node<tether::KernelNode<float*, float, int>> k;
+  tether::Graph g = tether::capture(f.stream, [&] {
+    f.stream.memset(x, 2.0f);
+    k = f.stream.launch(f.scale, grid1, block_n, x, 2.0f, n);
+    f.stream.memcpy(out, x);
+    f.stream.host([&runs] { ++runs; });
+  });
+  CHECK(k.valid());
+  CHECK(g.node_count() == 4);
+  tether::GraphExec exec = g.instantiate();
+  exec.launch(f.stream);
+  f.stream.synchronize();
+  CHECK(Fixture::all(out.data(), 4.0f));
+  CHECK(runs == 1);
+  exec.update(k, grid1, block_n, x, 3.0f, n);  // the captured node's typed handle
+  exec.launch(f.stream);
+  f.stream.synchronize();
+  CHECK(Fixture::all(out.data(), 6.0f));
+
+  tether::Graph forked = tether::capture(f.stream, tether::CaptureMode::relaxed, [&](tether::Capture& c) {
+    CHECK(c.id() != 0);
+    c.fork(s2);
+    s2.memset(y, 1.0f);
+    f.stream.memset(x, 1.0f);
+    tether::Node<tether::EventRecordNode> r = f.stream.record_external(ev);
+    CHECK(r.valid());
+    c.join(s2);
+    c.keeping(tether::Owners{PlainOwner{}, f.ctx.alloc<float>(1)});
+    f.stream.memcpy(out_y, y);
+  });
+  CHECK(forked.anonymous_owners() == 2);
+  forked.instantiate().launch(f.stream);
+  f.stream.synchronize();
+  CHECK(Fixture::all(out_y.data(), 1.0f));
+
+  // A scoped Capture: ended, and aborted.
+  tether::Capture c(f.stream, tether::CaptureMode::thread_local_);
+  CHECK(f.stream.capturing());
+  tether::AllocResult<float> a = f.stream.alloc_async<float>(n);
+  CHECK(a.node.valid());
+  f.stream.memset(a.memory, 3.0f);
+  f.stream.memcpy(out, a.memory);
+  tether::Node<tether::MemFreeNode> freed = f.stream.free_async(a.memory);
+  CHECK(freed.valid());
+  tether::Graph scoped = c.end();
+  CHECK_FALSE(static_cast<bool>(c));
+  CHECK(scoped.node_count() == 4);
+  scoped.instantiate().launch(f.stream);
+  f.stream.synchronize();
+  CHECK(Fixture::all(out.data(), 3.0f));
+  tether::Capture dropped(f.stream);
+  f.stream.memset(x, 9.0f);
+  dropped.abort();
+  CHECK_FALSE(static_cast<bool>(dropped));
+  CHECK_FALSE(f.stream.capturing());
+  CHECK(throws_with<tether::UsageError>([&] { (void)tether::Capture().id(); }, "Capture"));
+}
