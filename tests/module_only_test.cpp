@@ -614,3 +614,194 @@ TEST_CASE("stream capture, scoped captures and capture inside an edit work from 
   CHECK_FALSE(f.stream.capturing());
   CHECK(throws_with<tether::UsageError>([&] { (void)tether::Capture().id(); }, "Capture"));
 }
+
+namespace {
+// The inspected node of `in`'s root graph made by `node`.
+template <class K>
+const tether::NodeInfo* info_of(const tether::Inspection& in, const tether::Node<K>& node) {
+  const tether::Node<> any = node;
+  for (Size g = 0; g < in.graphs.size(); ++g)
+    for (Size i = 0; i < in.graphs[g].nodes.size(); ++i)
+      if (in.graphs[g].nodes[i].node == any) return &in.graphs[g].nodes[i];
+  return nullptr;
+}
+}  // namespace
+
+TEST_CASE("introspection, owner labels and node descriptions work from a file that only imports tether") {
+  Fixture f;
+  tether::SharedBuffer<float> x = f.shared();
+  tether::SharedPinnedBuffer<float> out = f.pinned();
+  tether::PinnedBuffer<float> staging = f.ctx.alloc_pinned<float>(n);
+  for (int i = 0; i < n; ++i) staging.data()[i] = 1.0f;
+  tether::Event ev = f.ctx.make_event();
+  tether::Graph sub{f.ctx};
+  sub.edit([&](tether::Edit& e) { e.empty(); });
+
+  tether::Graph g{f.ctx};
+  tether::Node<tether::MemcpyNode> in_copy, out_copy;
+  tether::Node<tether::KernelNode<float*, float, int>> k;
+  tether::Node<tether::MemsetNode> ms;
+  tether::Node<tether::HostNode> h;
+  tether::Node<tether::EventRecordNode> rec;
+  tether::Node<tether::EventWaitNode> wt;
+  tether::Node<tether::EmptyNode> kept;
+  tether::EmbedResult child;
+  tether::IfResult cond;
+  g.edit([&](tether::Edit& e) {
+    in_copy = e.memcpy(x, mv(staging));
+    k = e.after(in_copy).launch(f.scale, grid1, block_n, x, 2.0f, n);
+    out_copy = e.after(k).memcpy(out, x);
+    ms = e.memset(f.ctx.alloc<float>(n), 0.0f);
+    h = e.after(out_copy).host([] {});
+    rec = e.after(h).record(ev);
+    wt = e.after(rec).wait(ev);
+    kept = e.after(wt).keeping(tether::Owners{f.ctx.make_stream(), f.mod, PlainOwner{}}).empty();
+    child = e.after(kept).embed(sub);
+    cond = e.after(child.node).if_(e.condition(1));
+    e.in(cond.then_).launch(f.fill, grid1, block_n, x, 3.0f, n);
+  });
+
+  // Node handles: descriptions of every kind, conversion to Node<>, equality.
+  CHECK(same(tether::to_string(k), "Node(kernel)"));
+  CHECK(same(tether::to_string(ms), "Node(memset)"));
+  CHECK(same(tether::to_string(in_copy), "Node(memcpy)"));
+  CHECK(same(tether::to_string(h), "Node(host)"));
+  CHECK(same(tether::to_string(rec), "Node(event_record)"));
+  CHECK(same(tether::to_string(wt), "Node(event_wait)"));
+  CHECK(same(tether::to_string(kept), "Node(empty)"));
+  CHECK(same(tether::to_string(child.node), "Node(child_graph)"));
+  CHECK(same(tether::to_string(cond.node), "Node(conditional)"));
+  CHECK(same(tether::to_string(tether::Node<tether::HostNode>{}), "Node(invalid)"));
+  const tether::Node<> any = k;
+  CHECK(any == k);
+  CHECK(same(tether::to_string(any), "Node(kernel)"));
+  CHECK(k.get() != nullptr);
+
+  // Graph queries and views.
+  auto nodes = g.nodes();
+  CHECK(nodes.size() == 10);
+  CHECK(nodes[0] == in_copy);
+  auto roots = g.roots();
+  CHECK(roots.size() == 2);
+  auto edges = g.edges();
+  CHECK(edges.size() == 8);
+  CHECK(edges[0] == tether::Edge{in_copy, k});
+  CHECK(g.child(child.node) == child.graph);
+  CHECK(child.graph.nodes().size() == 1);
+  CHECK(child.graph.roots().size() == 1);
+  CHECK(child.graph.edges().empty());
+  auto bodies = g.bodies(cond.node);
+  CHECK(bodies.size() == 1);
+  CHECK(bodies[0] == cond.then_);
+  CHECK(cond.then_.nodes().size() == 1);
+  CHECK(cond.then_.valid());
+  CHECK(cond.then_.get() != nullptr);
+
+  // inspect: kinds, labels and owners by label, for every owner type tether labels.
+  tether::Inspection in = tether::inspect(g);
+  CHECK_FALSE(in.executable);
+  CHECK(in.graphs.size() == 3);
+  CHECK(in.node_count() == 12);
+  CHECK(in.owner_count() >= 12);
+  CHECK(in.graphs[1].role == tether::GraphInfo::Role::child);
+  CHECK(same(tether::to_string(in.graphs[2].role), "body"));
+  const tether::NodeInfo* ki = info_of(in, k);
+  REQUIRE(ki != nullptr);
+  CHECK(ki->kind == tether::NodeKind::kernel);
+  CHECK(same(tether::to_string(ki->kind), "kernel"));
+  CHECK(same(ki->label, "scale"));
+  CHECK(has_label(ki->owners, "kernel scale"));
+  CHECK(has_label(ki->owners, "SharedBuffer<float>[8]"));
+  CHECK(ki->dependencies.size() == 1);
+  CHECK(has(tether::to_string(*ki), "kernel scale"));
+  const tether::NodeInfo* mi = info_of(in, ms);
+  REQUIRE(mi != nullptr);
+  CHECK(has_label(mi->owners, "DeviceBuffer<float>[8]"));
+  const tether::NodeInfo* ii = info_of(in, in_copy);
+  REQUIRE(ii != nullptr);
+  CHECK(has_label(ii->owners, "PinnedBuffer<float>[8]"));
+  const tether::NodeInfo* oi = info_of(in, out_copy);
+  REQUIRE(oi != nullptr);
+  CHECK(has_label(oi->owners, "SharedPinnedBuffer<float>[8]"));
+  const tether::NodeInfo* hi = info_of(in, h);
+  REQUIRE(hi != nullptr);
+  CHECK(has_label_part(hi->owners, "(lambda at module_only_test.cpp:"));
+  const tether::NodeInfo* ri = info_of(in, rec);
+  REQUIRE(ri != nullptr);
+  CHECK(has_label(ri->owners, "Event"));
+  const tether::NodeInfo* ei = info_of(in, kept);
+  REQUIRE(ei != nullptr);
+  CHECK(has_label(ei->owners, "Stream"));
+  CHECK(has_label(ei->owners, "Module"));
+  CHECK(has_label_part(ei->owners, "PlainOwner"));
+  const tether::NodeInfo* ci = info_of(in, child.node);
+  REQUIRE(ci != nullptr);
+  CHECK(ci->graphs.size() == 1);
+  CHECK(has(tether::to_string(in), "SharedPinnedBuffer<float>[8]"));
+  CHECK(tether::inspect(child.graph).graphs.size() == 1);
+  CHECK(tether::inspect(cond.then_).node_count() == 1);
+
+  // An executable: its versions after a per-node update.
+  tether::GraphExec exec = g.instantiate();
+  exec.launch(f.stream);
+  exec.update(k, grid1, block_n, x, 4.0f, n);
+  f.stream.synchronize();
+  tether::Inspection ein = tether::inspect(exec);
+  CHECK(ein.executable);
+  CHECK(ein.launches == 1);
+  bool updated = false;
+  for (Size i = 0; i < ein.versions.size(); ++i)
+    if (ein.versions[i].state == tether::ExecVersion::State::updated) updated = has_label(ein.versions[i].owners, "kernel scale");
+  CHECK(updated);
+  CHECK(same(tether::to_string(tether::ExecVersion::State::superseded), "superseded"));
+
+  // DOT pictures.
+  CHECK(has(tether::to_dot(g), "digraph"));
+  tether::DotOptions opts;
+  opts.owners = false;
+  opts.instantiated = true;
+  opts.title = "module only";
+  CHECK(has(tether::to_dot(in, opts), "module only"));
+  CHECK_FALSE(has(tether::to_dot(in, opts), "SharedBuffer<float>[8]"));
+  CHECK(has(tether::to_dot(exec), "kernel scale"));
+
+  // adopt refuses a graph tether already holds, and a null one, saying so.
+  CHECK(throws_with<tether::UsageError>([&] { (void)tether::Graph::adopt(f.ctx, g.get()); }, "already held by a tether Graph"));
+  CHECK(throws_with<tether::UsageError>([&] { (void)tether::Graph::adopt(f.ctx, nullptr); }, "Graph::adopt: the graph is null"));
+}
+
+TEST_CASE("the templates' errors name the call and what was wrong from a file that only imports tether") {
+  Fixture f;
+  tether::SharedBuffer<float> x = f.shared(), empty;
+  tether::SharedBuffer<float> small = f.ctx.alloc<float>(2).share();
+  tether::Graph g{f.ctx};
+  g.edit([&](tether::Edit& e) {
+    CHECK(throws_with<tether::UsageError>([&] { e.memset(empty, 0.0f); }, "Edit::memset: the destination (SharedBuffer) is moved from or empty"));
+    CHECK(throws_with<tether::UsageError>([&] { e.memcpy(small, x); }, "Edit::memcpy: the destination has 8 bytes, fewer than the 32 bytes copied"));
+    CHECK(throws_with<tether::UsageError>([&] { e.memset(x, static_cast<unsigned char>(1)); e.memset(tether::unowned(x.data()), 0.0f); },
+                                          "Edit::memset: the destination's size is unknown"));
+    CHECK(throws_with<tether::UsageError>([&] { e.launch(f.scale, grid1, block_n, empty, 1.0f, n); },
+                                          "Edit::launch: argument 0 (SharedBuffer) is moved from or empty"));
+    CHECK(throws_with<tether::UsageError>([&] { e.launch(f.scale, tether::Grid{0}, block_n, x, 1.0f, n); }, "Edit::launch"));
+    CHECK(throws_with<tether::UsageError>([&] { (void)e.alloc<float>(0); }, "Edit::alloc: allocating 0 elements"));
+  });
+  tether::Stream none;
+  CHECK(throws_with<tether::UsageError>([&] { none.memset(x, 0.0f); }, "Stream::memset"));
+  CHECK(throws_with<tether::UsageError>([&] { f.stream.launch(f.scale, grid1, block_n, empty, 1.0f, n); },
+                                        "Stream::launch: argument 0 (SharedBuffer) is moved from or empty"));
+  tether::Graph moved = mv(g);
+  CHECK(throws_with<tether::UsageError>([&] { g.edit([](tether::Edit&) {}); }, "this Graph is moved from or empty"));
+  tether::GraphExec exec = moved.instantiate();
+  tether::GraphExec gone = mv(exec);
+  CHECK(throws_with<tether::UsageError>([&] { exec.launch(f.stream); }, "this GraphExec is moved from or empty"));
+  if (f.simulated()) {
+    // A driver failure inside a creator: DriverError names the entry point; nothing is left behind.
+    const Size before = moved.node_count();  // the 1-byte memset above
+    tether::sim::fail_call("cuGraphAddNode", 1);
+    CHECK(throws_with<tether::DriverError>([&] { moved.edit([&](tether::Edit& e) { e.memset(x, 1.0f); }); },
+                                           "cuGraphAddNode failed with CUDA_ERROR_OUT_OF_MEMORY"));
+    tether::sim::clear_faults();
+    CHECK(moved.node_count() == before);
+    CHECK(tether::sim::violations().empty());
+  }
+}
