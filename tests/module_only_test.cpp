@@ -805,3 +805,102 @@ TEST_CASE("the templates' errors name the call and what was wrong from a file th
     CHECK(tether::sim::violations().empty());
   }
 }
+
+TEST_CASE("the members of buffers, kernels and shared handles work from a file that only imports tether") {
+  Fixture f;
+  tether::DeviceBuffer<float> d = f.ctx.alloc<float>(n), e;
+  CHECK(d.size() == static_cast<Size>(n));
+  CHECK(d.bytes() == static_cast<Size>(n) * sizeof(float));
+  CHECK(d.address() != 0);
+  CHECK(d.context() == f.ctx);
+  d.fill_bytes(0);
+  float ones[n];
+  for (int i = 0; i < n; ++i) ones[i] = 1.0f;
+  d.copy_from(ones);
+  float back[n] = {};
+  d.copy_to(back);
+  CHECK(Fixture::all(back, 1.0f));
+  d.swap(e);
+  CHECK_FALSE(static_cast<bool>(d));
+  CHECK(static_cast<bool>(e));
+  auto address = e.release();
+  CHECK_FALSE(static_cast<bool>(e));
+  tether::DeviceBuffer<float> adopted = tether::DeviceBuffer<float>::from_native_handle(f.ctx, address, n);
+  CHECK(adopted.address() == address);
+  tether::SharedBuffer<float> s = mv(adopted).share(), s2 = s, none;
+  CHECK(s == s2);
+  CHECK_FALSE(s == none);
+  CHECK(s.use_count() == 2);
+  CHECK(s.context() == f.ctx);
+  CHECK_FALSE(static_cast<bool>(none));
+  CHECK(f.all(s, 1.0f));
+  s.fill_bytes(0);
+  CHECK(f.all(s2, 0.0f));
+  tether::Unowned<float> u = tether::unowned(s);
+  CHECK(u.count == static_cast<Size>(n));
+  CHECK(u.ptr == s.data());
+
+  tether::PinnedBuffer<float> p = f.ctx.alloc_pinned<float>(n), q;
+  CHECK(p.span().size() == static_cast<Size>(n));
+  p.span()[0] = 3.0f;
+  p.swap(q);
+  CHECK(q.data()[0] == 3.0f);
+  CHECK(tether::unowned(q).count == static_cast<Size>(n));
+  float* raw = q.release();
+  tether::PinnedBuffer<float> back_in = tether::PinnedBuffer<float>::from_native_handle(f.ctx, raw, n);
+  CHECK(back_in.context() == f.ctx);
+  tether::SharedPinnedBuffer<float> sp = mv(back_in).share(), sp2 = sp;
+  CHECK(sp == sp2);
+  CHECK(sp.use_count() == 2);
+  CHECK(sp.span()[0] == 3.0f);
+  CHECK(sp.bytes() == static_cast<Size>(n) * sizeof(float));
+  sp2 = tether::SharedPinnedBuffer<float>();
+  CHECK(sp.use_count() == 1);
+  p.reset();
+  CHECK(p.size() == 0);
+
+  CHECK(f.scale == f.mod.kernel<float*, float, int>("scale"));
+  CHECK_FALSE(f.scale == f.fill);
+  CHECK(same(f.scale.name(), "scale"));
+  CHECK(Fill::arity == 3);
+  CHECK(f.scale.module() == f.mod);
+  CHECK(f.scale.context_handle() == f.ctx.get());
+  CHECK(f.scale.function() == f.mod.function("scale"));
+  tether::Event ev = f.ctx.make_event(), ev2 = ev;
+  CHECK(ev == ev2);
+  CHECK(ev.context() == f.ctx);
+  CHECK(f.rt == f.ctx.runtime());
+  constexpr tether::EventFlags both = tether::EventFlags::blocking_sync | tether::EventFlags::disable_timing;
+  CHECK((both & tether::EventFlags::disable_timing) == tether::EventFlags::disable_timing);
+  constexpr tether::Launch l = tether::Launch{tether::Grid{2}, tether::Block{32}}.shared_memory(1024).cluster(tether::Cluster{2}).priority(1);
+  CHECK(l.attributes() == (tether::Launch::cluster_bit | tether::Launch::priority_bit));
+  CHECK(l.shared_memory_bytes() == 1024);
+  tether::AccessPolicy window;
+  window.hit = CU_ACCESS_PROPERTY_STREAMING;
+  const tether::Launch domain = tether::Launch{grid1, block_n}.mem_sync_domain(CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE).access_policy(window);
+  CHECK(domain.sync_domain() == CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE);
+  CHECK(domain.policy_window().hit == CU_ACCESS_PROPERTY_STREAMING);
+
+  // Owners: adopt, +=, size, reset; the Ownable concept.
+  static_assert(tether::Ownable<tether::SharedBuffer<float>> && tether::Ownable<MoveOnlyCount> && !tether::Ownable<tether::Owners>);
+  tether::Owners bundle;
+  CHECK(bundle.empty());
+  PlainOwner& kept = bundle.adopt(PlainOwner{5});
+  CHECK(kept.value == 5);
+  bundle += tether::Owners{s, ev, MoveOnlyCount{nullptr}};
+  CHECK(bundle.size() == 4);
+  CHECK(s.use_count() == 3);
+  bundle.reset();
+  CHECK(bundle.empty());
+  CHECK(s.use_count() == 2);
+
+  tether::Stream moved = f.ctx.make_stream(), target;
+  target.swap(moved);
+  CHECK(static_cast<bool>(target));
+  CHECK(target.context() == f.ctx);
+  auto handle = target.release();
+  tether::Stream readopted = tether::Stream::from_native_handle(f.ctx, handle);
+  CHECK(readopted.get() == handle);
+  readopted.reset();
+  CHECK_FALSE(static_cast<bool>(readopted));
+}
