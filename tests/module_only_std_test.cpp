@@ -23,15 +23,18 @@ import tether;
 #include "support/paths.hpp"
 
 namespace tether_module_only {
-tether::Image test_kernels() { return tether::Image::from_file(tether_test::beside_executable("kernels.fatbin")); }
+tether::Image test_kernels() {
+  return tether::Image::from_file(tether_test::beside_executable("kernels.fatbin"));
+}
 }  // namespace tether_module_only
 
 namespace {
 
 void register_scale() {
-  tether::sim::register_kernel<float*, float, int>("scale", [](const tether::sim::LaunchInfo& l, float* x, float a, int n) {
-    for (std::size_t i = 0; i < l.threads() && i < static_cast<std::size_t>(n); ++i) x[i] *= a;
-  });
+  tether::sim::register_kernel<float*, float, int>(
+      "scale", [](const tether::sim::LaunchInfo& l, float* x, float a, int n) {
+        for (std::size_t i = 0; i < l.threads() && i < static_cast<std::size_t>(n); ++i) x[i] *= a;
+      });
 }
 
 // An owner of the importer's own with a label of its own (found by argument-dependent lookup).
@@ -42,8 +45,9 @@ struct Labelled {
 
 }  // namespace
 
-TEST_CASE("the fmt formatters of node handles, inspections, errors and update results work in an importer that "
-          "includes fmt after the import") {
+TEST_CASE(
+    "the fmt formatters of node handles, inspections, errors and update results work in an importer that "
+    "includes fmt after the import") {
   register_scale();
   tether::Runtime rt = tether::Runtime::open();
   tether::Context ctx = rt.context(0);
@@ -62,7 +66,8 @@ TEST_CASE("the fmt formatters of node handles, inspections, errors and update re
   CHECK(fmt::format("{}", k) == "Node(kernel)");
   CHECK(fmt::format("{}", ms) == "Node(memset)");
   CHECK(fmt::format("{}", tether::Node<>(k)) == "Node(kernel)");
-  CHECK(fmt::format("{:>14}|{:<14}|", k, tether::Node<tether::HostNode>{}) == "  Node(kernel)|Node(invalid) |");
+  CHECK(fmt::format("{:>14}|{:<14}|", k, tether::Node<tether::HostNode>{}) ==
+        "  Node(kernel)|Node(invalid) |");
   tether::Inspection in = tether::inspect(g);
   CHECK(fmt::format("{}", in.graphs[0].nodes[1]) == tether::to_string(in.graphs[0].nodes[1]));
   CHECK(fmt::format("{}", in.graphs[0].nodes[1]).find("kernel scale") != std::string::npos);
@@ -70,7 +75,8 @@ TEST_CASE("the fmt formatters of node handles, inspections, errors and update re
 
   tether::DriverError d("cuGraphCreate", 1, "", "creating a graph");
   CHECK(fmt::format("{}", d) == d.what());
-  CHECK(std::string(d.what()).find("cuGraphCreate failed with CUDA_ERROR_INVALID_VALUE") != std::string::npos);
+  CHECK(std::string(d.what()).find("cuGraphCreate failed with CUDA_ERROR_INVALID_VALUE") !=
+        std::string::npos);
   tether::UsageError u("Edit::memset: misuse; do it right");
   CHECK(fmt::format("[{}]", u) == "[Edit::memset: misuse; do it right]");
   CHECK(fmt::format("{}", tether::Errc::no_device) == "CUDA_ERROR_NO_DEVICE");
@@ -153,11 +159,14 @@ TEST_CASE("an owner type of the importer's own is labelled by its tether_owner_l
   tether::Context ctx = tether::Runtime::open().context(0);
   tether::Graph g{ctx};
   tether::Node<tether::EmptyNode> n;
-  g.edit([&](tether::Edit& e) { n = e.after().keeping(tether::Owners{Labelled{7}, std::vector<int>(3)}).empty(); });
+  g.edit([&](tether::Edit& e) {
+    n = e.after().keeping(tether::Owners{Labelled{7}, std::vector<int>(3)}).empty();
+  });
   tether::Inspection in = tether::inspect(g);
   REQUIRE(in.graphs[0].nodes.size() == 1);
   const std::vector<std::string>& owners = in.graphs[0].nodes[0].owners;
   CHECK(std::find(owners.begin(), owners.end(), "labelled #7") != owners.end());
-  CHECK(std::find_if(owners.begin(), owners.end(), [](const std::string& o) { return o.find("vector<int") != std::string::npos; }) !=
-        owners.end());
+  CHECK(std::find_if(owners.begin(), owners.end(), [](const std::string& o) {
+          return o.find("vector<int") != std::string::npos;
+        }) != owners.end());
 }

@@ -113,25 +113,28 @@ using Countdown = tether::Kernel<unsigned long long, int*>;
 
 void register_twins() {
   using tether::sim::LaunchInfo;
-  tether::sim::register_kernel<float*, float, int>("fill", [](const LaunchInfo& l, float* x, float v, int count) {
-    for (Size i = 0; i < l.threads() && i < static_cast<Size>(count); ++i) x[i] = v;
-  });
-  tether::sim::register_kernel<float*, float, int>("scale", [](const LaunchInfo& l, float* x, float a, int count) {
-    for (Size i = 0; i < l.threads() && i < static_cast<Size>(count); ++i) x[i] *= a;
-  });
+  tether::sim::register_kernel<float*, float, int>(
+      "fill", [](const LaunchInfo& l, float* x, float v, int count) {
+        for (Size i = 0; i < l.threads() && i < static_cast<Size>(count); ++i) x[i] = v;
+      });
+  tether::sim::register_kernel<float*, float, int>(
+      "scale", [](const LaunchInfo& l, float* x, float a, int count) {
+        for (Size i = 0; i < l.threads() && i < static_cast<Size>(count); ++i) x[i] *= a;
+      });
   tether::sim::register_kernel<float*, const float*, float, int>(
       "axpy", [](const LaunchInfo& l, float* y, const float* x, float a, int count) {
         for (Size i = 0; i < l.threads() && i < static_cast<Size>(count); ++i) y[i] += a * x[i];
       });
-  tether::sim::register_kernel<unsigned long long, int*>("countdown",
-                                                         [](const LaunchInfo&, unsigned long long h, int* counter) {
-                                                           tether::sim::set_conditional(h, --*counter > 0 ? 1u : 0u);
-                                                         });
+  tether::sim::register_kernel<unsigned long long, int*>(
+      "countdown", [](const LaunchInfo&, unsigned long long h, int* counter) {
+        tether::sim::set_conditional(h, --*counter > 0 ? 1u : 0u);
+      });
 }
 
 // Everything the tests share: the driver, a stream, the test kernels.
 struct Fixture {
-  bool twins = (register_twins(), true);  // first: a twin must be registered before Module::kernel looks it up
+  bool twins =
+      (register_twins(), true);  // first: a twin must be registered before Module::kernel looks it up
   tether::Runtime rt = tether::Runtime::open();
   tether::Context ctx = rt.context(0);
   tether::Stream stream = ctx.make_stream();
@@ -159,13 +162,16 @@ struct Fixture {
 
 }  // namespace
 
-
-TEST_CASE("every node creator of an edit, with every owner adapter, builds and runs from a file that only imports tether") {
+TEST_CASE(
+    "every node creator of an edit, with every owner adapter, builds and runs from a file that only imports "
+    "tether") {
   Fixture f;
   tether::SharedBuffer<float> x = f.shared(), y = f.shared(), z = f.shared(), w = f.shared(), v = f.shared();
   tether::DeviceBuffer<float> scratch = f.ctx.alloc<float>(n);
-  tether::SharedPinnedBuffer<float> out = f.pinned(), out_z = f.pinned(), out_w = f.pinned(), out_v = f.pinned();
-  tether::PinnedBuffer<float> staging = f.ctx.alloc_pinned<float>(n), host_copy = f.ctx.alloc_pinned<float>(n);
+  tether::SharedPinnedBuffer<float> out = f.pinned(), out_z = f.pinned(), out_w = f.pinned(),
+                                    out_v = f.pinned();
+  tether::PinnedBuffer<float> staging = f.ctx.alloc_pinned<float>(n),
+                              host_copy = f.ctx.alloc_pinned<float>(n);
   for (int i = 0; i < n; ++i) staging.data()[i] = static_cast<float>(i);
   tether::SharedBuffer<int> ints = f.ctx.alloc<int>(n).share();
   tether::SharedBuffer<unsigned short> shorts = f.ctx.alloc<unsigned short>(n).share();
@@ -193,25 +199,27 @@ TEST_CASE("every node creator of an edit, with every owner adapter, builds and r
     e.memset(tether::unowned(shorts.data(), n), static_cast<unsigned short>(0x0102));
     e.memset(tether::unowned(bytes), static_cast<unsigned char>(9));
     // launch: Launch or Grid/Block; SharedBuffer, DeviceBuffer&&, unowned pointers, nullptr.
-    doubled = e.after(ones).launch(f.scale, grid1, block_n, x, 2.0f, n);                             // x = 2
-    e.launch(f.fill, tether::Launch{grid1, block_n}, f.ctx.alloc<float>(n), 5.0f, n);                  // owns its buffer
-    e.launch(f.fill, tether::Launch{grid1, block_n}.shared_memory(0), nullptr, 0.0f, 0);              // null pointer
-    e.launch(f.scale, grid1, block_n, tether::unowned(mapped), 3.0f, n);                               // pinned memory
+    doubled = e.after(ones).launch(f.scale, grid1, block_n, x, 2.0f, n);                  // x = 2
+    e.launch(f.fill, tether::Launch{grid1, block_n}, f.ctx.alloc<float>(n), 5.0f, n);     // owns its buffer
+    e.launch(f.fill, tether::Launch{grid1, block_n}.shared_memory(0), nullptr, 0.0f, 0);  // null pointer
+    e.launch(f.scale, grid1, block_n, tether::unowned(mapped), 3.0f, n);                  // pinned memory
     tether::Node<tether::MemsetNode> threes = e.after(doubled).memset(tether::unowned(y), 3.0f);  // y = 3
-    auto summed = e.after(threes).launch(f.axpy, grid1, block_n, tether::unowned(y), tether::unowned(x), 1.0f, n);  // y = 5
+    auto summed = e.after(threes).launch(f.axpy, grid1, block_n, tether::unowned(y), tether::unowned(x), 1.0f,
+                                         n);  // y = 5
     // keeping(...): extra owners of the next node, of every kind an Owners bundle takes.
-    auto scaled = e.after(summed)
-                      .keeping(tether::Owners{ev, f.mod, f.ctx.make_stream(), PlainOwner{}, MoveOnlyCount{&host_runs},
-                                              [keep = f.ctx.alloc<float>(1).share()] { (void)keep; }})
-                      .launch(f.scale, grid1, block_n, tether::unowned(y.data(), n), 2.0f, n);  // y = 10
+    auto scaled =
+        e.after(summed)
+            .keeping(tether::Owners{ev, f.mod, f.ctx.make_stream(), PlainOwner{}, MoveOnlyCount{&host_runs},
+                                    [keep = f.ctx.alloc<float>(1).share()] { (void)keep; }})
+            .launch(f.scale, grid1, block_n, tether::unowned(y.data(), n), 2.0f, n);  // y = 10
     // memcpy: every direction, every kind of end.
-    to_out = e.after(scaled).memcpy(out, y);                                            // DtoH: out = 10
-    auto staged = e.after(to_out).memcpy(y, mv(staging));                              // HtoD from PinnedBuffer&&: y = i
-    auto dtod = e.after(staged).memcpy(w, y);                                           // DtoD: w = i
-    auto htoh = e.after(to_out).memcpy(tether::unowned(host_copy), out);               // HtoH: host_copy = 10
-    auto to_owned = e.after(dtod).memcpy(f.ctx.alloc<float>(n), w, n);                  // into a DeviceBuffer&&
-    auto to_w = e.after(to_owned).memcpy(out_w, tether::unowned(w));                   // from unowned device memory
-    e.after(dtod, zeroed).memcpy(tether::unowned(scratch), f.ctx.alloc<float>(n));             // from a DeviceBuffer&&
+    to_out = e.after(scaled).memcpy(out, y);                              // DtoH: out = 10
+    auto staged = e.after(to_out).memcpy(y, mv(staging));                 // HtoD from PinnedBuffer&&: y = i
+    auto dtod = e.after(staged).memcpy(w, y);                             // DtoD: w = i
+    auto htoh = e.after(to_out).memcpy(tether::unowned(host_copy), out);  // HtoH: host_copy = 10
+    auto to_owned = e.after(dtod).memcpy(f.ctx.alloc<float>(n), w, n);    // into a DeviceBuffer&&
+    auto to_w = e.after(to_owned).memcpy(out_w, tether::unowned(w));      // from unowned device memory
+    e.after(dtod, zeroed).memcpy(tether::unowned(scratch), f.ctx.alloc<float>(n));  // from a DeviceBuffer&&
     // host nodes: a copyable lambda and a move-only callable.
     auto host = e.after(to_w, htoh).host([&host_runs] { ++host_runs; });
     auto host2 = e.after(host).host(MoveOnlyCount{&move_only_runs});
@@ -227,7 +235,9 @@ TEST_CASE("every node creator of an edit, with every owner adapter, builds and r
       f.stream.memset(v, 6.0f);
       f.stream.memcpy(out_v, v);
     });
-    captured_plain = e.after(captured.node).capture(f.stream, [&] { f.stream.host([&captured_runs] { ++captured_runs; }); });
+    captured_plain = e.after(captured.node).capture(f.stream, [&] {
+      f.stream.host([&captured_runs] { ++captured_runs; });
+    });
     // an empty node joining several dependencies.
     e.after(captured_plain.node, waited, doubled).empty();
   });
@@ -266,8 +276,10 @@ TEST_CASE("every node creator of an edit, with every owner adapter, builds and r
   CHECK_FALSE(static_cast<bool>(staging));  // moved into the node
 }
 
-TEST_CASE("conditional nodes with their bodies, and graph memory nodes, build and run from a file that only imports "
-          "tether") {
+TEST_CASE(
+    "conditional nodes with their bodies, and graph memory nodes, build and run from a file that only "
+    "imports "
+    "tether") {
   Fixture f;
   tether::SharedBuffer<float> v = f.ctx.alloc<float>(1).share(), then_v = f.shared(), else_v = f.shared(),
                               case_v = f.shared(), body_v = f.shared();
@@ -303,7 +315,8 @@ TEST_CASE("conditional nodes with their bodies, and graph memory nodes, build an
     CHECK(choice.cases.size() == 3);
     e.in(choice.cases[0]).launch(f.fill, grid1, block_n, case_v, 10.0f, n);
     e.in(choice.cases[2]).launch(f.fill, grid1, block_n, case_v, 3.0f, n);
-    CHECK(throws_with<tether::UsageError>([&] { e.switch_(c, 0); }, "switch_: a switch node needs at least one case"));
+    CHECK(throws_with<tether::UsageError>([&] { e.switch_(c, 0); },
+                                          "switch_: a switch node needs at least one case"));
   });
   // A body's own edit (a BodyEdit) after the graph's.
   choice.cases[1].edit([&](tether::BodyEdit& be) { be.launch(f.fill, grid1, block_n, case_v, 11.0f, n); });
@@ -343,8 +356,9 @@ TEST_CASE("conditional nodes with their bodies, and graph memory nodes, build an
   CHECK(Fixture::all(out.data(), 7.0f));
 }
 
-TEST_CASE("every update of an edit and of an executable, with extra owners, compiles and takes effect from a file "
-          "that only imports tether") {
+TEST_CASE(
+    "every update of an edit and of an executable, with extra owners, compiles and takes effect from a file "
+    "that only imports tether") {
   Fixture f;
   tether::SharedBuffer<float> x = f.shared();
   tether::SharedPinnedBuffer<float> out = f.pinned();
@@ -418,8 +432,11 @@ TEST_CASE("every update of an edit and of an executable, with extra owners, comp
   exec.update(rec, ev);
   exec.update(wt, ev);
   exec.update(child, sub2);
-  CHECK(throws_with<tether::UsageError>([&] { exec.update(k, tether::Launch{grid1, block_n}.priority(1), x, 4.0f, n); },
-                                        "GraphExec::update: the Launch sets"));
+  CHECK(throws_with<tether::UsageError>(
+      [&] {
+        exec.update(k, tether::Launch{grid1, block_n}.priority(1), x, 4.0f, n);
+      },
+      "GraphExec::update: the Launch sets"));
   exec.launch(f.stream);
   f.stream.synchronize();
   CHECK(Fixture::all(out.data(), 4.0f));
@@ -445,7 +462,8 @@ TEST_CASE("every update of an edit and of an executable, with extra owners, comp
   CHECK(same(tether::to_string(again.reason), "topology_changed"));
   exec.launch(f.stream);
   f.stream.synchronize();
-  CHECK(Fixture::all(out.data(), 9.0f));  // the graph's memset (3) and scale (3), not the executable's updates
+  CHECK(
+      Fixture::all(out.data(), 9.0f));  // the graph's memset (3) and scale (3), not the executable's updates
 
   // A clone, and its node of a source node; updates through the clone's handle.
   tether::Graph copy = g.clone();
@@ -458,8 +476,9 @@ TEST_CASE("every update of an edit and of an executable, with extra owners, comp
   CHECK(Fixture::all(out.data(), 15.0f));  // 3 * 5
 }
 
-TEST_CASE("replace, remove, connect, disconnect, commit and rollback of an edit work from a file that only imports "
-          "tether") {
+TEST_CASE(
+    "replace, remove, connect, disconnect, commit and rollback of an edit work from a file that only imports "
+    "tether") {
   Fixture f;
   tether::SharedBuffer<float> z = f.shared();
   tether::Graph sub{f.ctx}, sub2{f.ctx};
@@ -515,13 +534,14 @@ TEST_CASE("stream work with every owner adapter runs from a file that only impor
 
   f.stream.record(start);
   tether::Node<tether::MemsetNode> m = f.stream.memset(x, 1.0f);
-  CHECK_FALSE(m.valid());  // outside capture the handles are invalid
-  f.stream.launch(f.scale, grid1, block_n, x, 3.0f, n);                                       // x = 3
-  f.stream.launch(f.fill, tether::Launch{grid1, block_n}, f.ctx.alloc<float>(n), 1.0f, n);     // owns its buffer
-  f.stream.memcpy(y, mv(staging));                                                            // HtoD: y = 2
-  f.stream.launch(f.axpy, grid1, block_n, tether::unowned(y), tether::unowned(x.data(), n), 1.0f, n);  // y = 5
-  f.stream.memcpy(out, y);                                                                    // DtoH
-  f.stream.memcpy(x, y, n);                                                                   // DtoD: x = 5
+  CHECK_FALSE(m.valid());                                // outside capture the handles are invalid
+  f.stream.launch(f.scale, grid1, block_n, x, 3.0f, n);  // x = 3
+  f.stream.launch(f.fill, tether::Launch{grid1, block_n}, f.ctx.alloc<float>(n), 1.0f, n);  // owns its buffer
+  f.stream.memcpy(y, mv(staging));                                                          // HtoD: y = 2
+  f.stream.launch(f.axpy, grid1, block_n, tether::unowned(y), tether::unowned(x.data(), n), 1.0f,
+                  n);        // y = 5
+  f.stream.memcpy(out, y);   // DtoH
+  f.stream.memcpy(x, y, n);  // DtoD: x = 5
   f.stream.memset(tether::unowned(y), 0.0f);
   f.stream.memset(f.ctx.alloc<int>(n), 1);
   f.stream.host([&runs] { ++runs; });
@@ -532,7 +552,8 @@ TEST_CASE("stream work with every owner adapter runs from a file that only impor
   f.stream.free_async(a.memory);
   f.stream.record(done);
   s2.wait(done);
-  tether::Event external = f.ctx.make_event(tether::EventFlags::disable_timing | tether::EventFlags::blocking_sync);
+  tether::Event external =
+      f.ctx.make_event(tether::EventFlags::disable_timing | tether::EventFlags::blocking_sync);
   tether::Node<tether::EventRecordNode> ext = s2.record_external(external);
   tether::Node<tether::EventWaitNode> ext_wait = f.stream.wait_external(external);
   CHECK_FALSE(ext.valid());
@@ -552,7 +573,8 @@ TEST_CASE("stream work with every owner adapter runs from a file that only impor
   CHECK(move_only_runs == 1);
 }
 
-TEST_CASE("stream capture, scoped captures and capture inside an edit work from a file that only imports tether") {
+TEST_CASE(
+    "stream capture, scoped captures and capture inside an edit work from a file that only imports tether") {
   Fixture f;
   tether::Stream s2 = f.ctx.make_stream();
   tether::SharedBuffer<float> x = f.shared(), y = f.shared();
@@ -757,7 +779,8 @@ TEST_CASE("introspection, owner labels and node descriptions work from a file th
   CHECK(ein.launches == 1);
   bool updated = false;
   for (Size i = 0; i < ein.versions.size(); ++i)
-    if (ein.versions[i].state == tether::ExecVersion::State::updated) updated = has_label(ein.versions[i].owners, "kernel scale");
+    if (ein.versions[i].state == tether::ExecVersion::State::updated)
+      updated = has_label(ein.versions[i].owners, "kernel scale");
   CHECK(updated);
   CHECK(same(tether::to_string(tether::ExecVersion::State::superseded), "superseded"));
 
@@ -772,8 +795,10 @@ TEST_CASE("introspection, owner labels and node descriptions work from a file th
   CHECK(has(tether::to_dot(exec), "kernel scale"));
 
   // adopt refuses a graph tether already holds, and a null one, saying so.
-  CHECK(throws_with<tether::UsageError>([&] { (void)tether::Graph::adopt(f.ctx, g.get()); }, "already held by a tether Graph"));
-  CHECK(throws_with<tether::UsageError>([&] { (void)tether::Graph::adopt(f.ctx, nullptr); }, "Graph::adopt: the graph is null"));
+  CHECK(throws_with<tether::UsageError>([&] { (void)tether::Graph::adopt(f.ctx, g.get()); },
+                                        "already held by a tether Graph"));
+  CHECK(throws_with<tether::UsageError>([&] { (void)tether::Graph::adopt(f.ctx, nullptr); },
+                                        "Graph::adopt: the graph is null"));
 }
 
 TEST_CASE("the templates' errors name the call and what was wrong from a file that only imports tether") {
@@ -782,24 +807,36 @@ TEST_CASE("the templates' errors name the call and what was wrong from a file th
   tether::SharedBuffer<float> small = f.ctx.alloc<float>(2).share();
   tether::Graph g{f.ctx};
   g.edit([&](tether::Edit& e) {
-    CHECK(throws_with<tether::UsageError>([&] { e.memset(empty, 0.0f); }, "Edit::memset: the destination (SharedBuffer) is moved from or empty"));
-    CHECK(throws_with<tether::UsageError>([&] { e.memcpy(small, x); }, "Edit::memcpy: the destination has 8 bytes, fewer than the 32 bytes copied"));
-    CHECK(throws_with<tether::UsageError>([&] { e.memset(x, static_cast<unsigned char>(1)); e.memset(tether::unowned(x.data()), 0.0f); },
-                                          "Edit::memset: the destination's size is unknown"));
+    CHECK(throws_with<tether::UsageError>(
+        [&] { e.memset(empty, 0.0f); },
+        "Edit::memset: the destination (SharedBuffer) is moved from or empty"));
+    CHECK(throws_with<tether::UsageError>(
+        [&] { e.memcpy(small, x); },
+        "Edit::memcpy: the destination has 8 bytes, fewer than the 32 bytes copied"));
+    CHECK(throws_with<tether::UsageError>(
+        [&] {
+          e.memset(x, static_cast<unsigned char>(1));
+          e.memset(tether::unowned(x.data()), 0.0f);
+        },
+        "Edit::memset: the destination's size is unknown"));
     CHECK(throws_with<tether::UsageError>([&] { e.launch(f.scale, grid1, block_n, empty, 1.0f, n); },
                                           "Edit::launch: argument 0 (SharedBuffer) is moved from or empty"));
-    CHECK(throws_with<tether::UsageError>([&] { e.launch(f.scale, tether::Grid{0}, block_n, x, 1.0f, n); }, "Edit::launch"));
-    CHECK(throws_with<tether::UsageError>([&] { (void)e.alloc<float>(0); }, "Edit::alloc: allocating 0 elements"));
+    CHECK(throws_with<tether::UsageError>([&] { e.launch(f.scale, tether::Grid{0}, block_n, x, 1.0f, n); },
+                                          "Edit::launch"));
+    CHECK(throws_with<tether::UsageError>([&] { (void)e.alloc<float>(0); },
+                                          "Edit::alloc: allocating 0 elements"));
   });
   tether::Stream none;
   CHECK(throws_with<tether::UsageError>([&] { none.memset(x, 0.0f); }, "Stream::memset"));
   CHECK(throws_with<tether::UsageError>([&] { f.stream.launch(f.scale, grid1, block_n, empty, 1.0f, n); },
                                         "Stream::launch: argument 0 (SharedBuffer) is moved from or empty"));
   tether::Graph moved = mv(g);
-  CHECK(throws_with<tether::UsageError>([&] { g.edit([](tether::Edit&) {}); }, "this Graph is moved from or empty"));
+  CHECK(throws_with<tether::UsageError>([&] { g.edit([](tether::Edit&) {}); },
+                                        "this Graph is moved from or empty"));
   tether::GraphExec exec = moved.instantiate();
   tether::GraphExec gone = mv(exec);
-  CHECK(throws_with<tether::UsageError>([&] { exec.launch(f.stream); }, "this GraphExec is moved from or empty"));
+  CHECK(throws_with<tether::UsageError>([&] { exec.launch(f.stream); },
+                                        "this GraphExec is moved from or empty"));
   if (f.simulated()) {
     // A driver failure inside a creator: DriverError names the entry point; nothing is left behind.
     const Size before = moved.node_count();  // the 1-byte memset above
@@ -878,17 +915,22 @@ TEST_CASE("the members of buffers, kernels and shared handles work from a file t
   CHECK(f.rt == f.ctx.runtime());
   constexpr tether::EventFlags both = tether::EventFlags::blocking_sync | tether::EventFlags::disable_timing;
   CHECK((both & tether::EventFlags::disable_timing) == tether::EventFlags::disable_timing);
-  constexpr tether::Launch l = tether::Launch{tether::Grid{2}, tether::Block{32}}.shared_memory(1024).cluster(tether::Cluster{2}).priority(1);
+  constexpr tether::Launch l = tether::Launch{tether::Grid{2}, tether::Block{32}}
+                                   .shared_memory(1024)
+                                   .cluster(tether::Cluster{2})
+                                   .priority(1);
   CHECK(l.attributes() == (tether::Launch::cluster_bit | tether::Launch::priority_bit));
   CHECK(l.shared_memory_bytes() == 1024);
   tether::AccessPolicy window;
   window.hit = CU_ACCESS_PROPERTY_STREAMING;
-  const tether::Launch domain = tether::Launch{grid1, block_n}.mem_sync_domain(CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE).access_policy(window);
+  const tether::Launch domain =
+      tether::Launch{grid1, block_n}.mem_sync_domain(CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE).access_policy(window);
   CHECK(domain.sync_domain() == CU_LAUNCH_MEM_SYNC_DOMAIN_REMOTE);
   CHECK(domain.policy_window().hit == CU_ACCESS_PROPERTY_STREAMING);
 
   // Owners: adopt, +=, size, reset; the Ownable concept.
-  static_assert(tether::Ownable<tether::SharedBuffer<float>> && tether::Ownable<MoveOnlyCount> && !tether::Ownable<tether::Owners>);
+  static_assert(tether::Ownable<tether::SharedBuffer<float>> && tether::Ownable<MoveOnlyCount> &&
+                !tether::Ownable<tether::Owners>);
   tether::Owners bundle;
   CHECK(bundle.empty());
   PlainOwner& kept = bundle.adopt(PlainOwner{5});
