@@ -3,14 +3,14 @@
 //
 // 01 — quickstart, the README's example: open the driver (the GPU when usable, otherwise the
 // simulator), build a graph whose nodes keep the buffer and the kernel they use, run it, check it.
+import tether;
+
 #include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "twins.hpp"  // examples::register_twins(): what the simulator runs for each kernel of kernels.cu
-
-import tether;
 
 int main(int, char** argv) try {
   examples::register_twins();                    // the GPU ignores twins; the simulator runs them

@@ -6,6 +6,8 @@
 // keep their own versions; a per-node executable update leaves the graph alone; node handles own
 // nothing, yet stay usable while an executable made from the graph lives; owners (the host node's
 // state too) are released only when the last consumer is gone.
+import tether;
+
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -14,8 +16,6 @@
 #include <vector>
 
 #include "twins.hpp"  // the simulator twins of kernels.cu: examples::register_twins()
-
-import tether;
 
 int main(int, char** argv) try {
   examples::register_twins();

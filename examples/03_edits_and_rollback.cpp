@@ -5,6 +5,8 @@
 // throws, every change of the edit (an update, a new node and its owners) is undone and the graph
 // is exactly as before; an Edit object commits with commit() and rolls back when dropped without
 // it. At the end everything is dropped, and nothing is left alive.
+import tether;
+
 #include <atomic>
 #include <cstdio>
 #include <stdexcept>
@@ -13,7 +15,6 @@
 
 #include "twins.hpp"  // examples::register_twins(): what the simulator runs for each kernel of kernels.cu
 
-import tether;
 // [tracked]
 struct Tracked {  // an owner that counts its live objects: what "released" means below
   static inline std::atomic<int> alive{0};

@@ -5,13 +5,13 @@
 // factor) while an executable made before keeps running the old one; a new executable runs the
 // new one; a whole update brings the first executable up to date; an update the driver refuses
 // (the graph's topology changed) is a value, and the executable keeps running as it was.
+import tether;
+
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "twins.hpp"  // examples::register_twins(): what the simulator runs for each kernel of kernels.cu
-
-import tether;
 
 int main(int, char** argv) try {
   examples::register_twins();

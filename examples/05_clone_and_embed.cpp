@@ -5,13 +5,13 @@
 // own); embedding puts a copy of a graph into another as a child graph node; the child is edited
 // through its GraphRef. Copies keep their own references to the owners, so the graphs they came
 // from can change or go away.
+import tether;
+
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "twins.hpp"  // examples::register_twins(): what the simulator runs for each kernel of kernels.cu
-
-import tether;
 
 int main(int, char** argv) try {
   examples::register_twins();

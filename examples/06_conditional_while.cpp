@@ -4,14 +4,14 @@
 // 06 — conditional while: a while node whose body scales a buffer until a kernel, counting down
 // in device memory, clears the condition on the device. Bodies are views (BodyRef) edited in the
 // same transaction with e.in(body).
+import tether;
+
 #include <cstdio>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "twins.hpp"  // the simulator twins of kernels.cu: examples::register_twins()
-
-import tether;
 
 int main(int, char** argv) try {
   examples::register_twins();

@@ -6,6 +6,8 @@
 // update made (the sum proves it), the graph never changes, and superseded versions are released as
 // their launches complete: the versions alive are bounded by the launches in flight, not by the
 // number of updates.
+import tether;
+
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -13,8 +15,6 @@
 #include <string>
 
 #include "twins.hpp"  // examples::register_twins(): what the simulator runs for each kernel of kernels.cu
-
-import tether;
 
 struct Tracked {  // an owner that counts its live objects: each version below keeps one
   static inline std::atomic<int> alive{0};

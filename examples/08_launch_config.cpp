@@ -5,14 +5,14 @@
 // the 48 KiB default: tether raises the kernel's limit) and a launch attribute, clusters of two
 // blocks, both observed by the kernel. An executable's update may change the dimensions and the
 // shared memory but no attribute; beyond the device's opt-in maximum the driver refuses.
+import tether;
+
 #include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "twins.hpp"  // examples::register_twins(): what the simulator runs for each kernel of kernels.cu
-
-import tether;
 
 int main(int, char** argv) try {
   examples::register_twins();

@@ -5,6 +5,8 @@
 // arguments as an edit's node creators and keep what they use until the stream has passed it.
 // The program drops its buffers right after queuing the work; the results are still right, and
 // the operands are released (on tether's reclaimer) only once the stream is done with them.
+import tether;
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -12,8 +14,6 @@
 #include <string>
 
 #include "twins.hpp"  // the simulator twins of kernels.cu: examples::register_twins()
-
-import tether;
 
 int main(int, char** argv) try {
   examples::register_twins();

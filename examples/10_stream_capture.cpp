@@ -6,6 +6,8 @@
 // A second stream is forked into the capture and joined back (two branches that run
 // concurrently); keeping() makes the graph keep what work tether did not issue would use. The
 // graph runs from an executable, then from the executable alone, and everything is released.
+import tether;
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -13,8 +15,6 @@
 #include <string>
 
 #include "twins.hpp"  // the simulator twins of kernels.cu: examples::register_twins()
-
-import tether;
 
 int main(int, char** argv) try {
   examples::register_twins();

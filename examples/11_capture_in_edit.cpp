@@ -5,6 +5,8 @@
 // work as child graph nodes of the graph being edited, in the edit's transaction. The three
 // regions (a root one, one after it, one in the body of an IF node) keep their operands; an
 // edit that throws after capturing rolls back whole, and the captured owners are released once.
+import tether;
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -15,8 +17,6 @@
 #include <vector>
 
 #include "twins.hpp"  // the simulator twins of kernels.cu: examples::register_twins()
-
-import tether;
 
 int main(int, char** argv) try {
   examples::register_twins();

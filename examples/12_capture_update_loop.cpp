@@ -6,6 +6,8 @@
 // the step's topology changes, the driver refuses the update and update_or_reinstantiate makes a
 // new executable instead, saying why. Each step's operands belong to that step's graph; the
 // executable takes them over and lets the previous step's go once no launch can use them.
+import tether;
+
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -13,8 +15,6 @@
 #include <vector>
 
 #include "twins.hpp"  // the simulator twins of kernels.cu: examples::register_twins()
-
-import tether;
 
 int main(int, char** argv) try {
   examples::register_twins();

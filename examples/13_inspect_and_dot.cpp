@@ -5,14 +5,14 @@
 // and an embedded child graph; tether::inspect lists every node, its dependencies and the owners of
 // its current version; an executable shows the versions it keeps and which launch they wait for;
 // tether::to_dot draws the same, and tether::debug_dot_print writes the driver's own picture.
+import tether;
+
 #include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "twins.hpp"  // the simulator twins of kernels.cu; examples::picture (pictures.hpp)
-
-import tether;
 
 int main(int, char** argv) try {
   examples::register_twins();

@@ -7,6 +7,8 @@
 // a moved-from Graph, a node handle of a rolled-back edit, a kernel the module lacks, a capture
 // with a forked stream never joined, and a capture invalidated by a context-wide synchronize.
 // After each it carries on; at the end a graph still runs and nothing is left alive.
+import tether;
+
 #include <chrono>
 #include <cstdio>
 #include <stdexcept>
@@ -14,8 +16,6 @@
 #include <vector>
 
 #include "twins.hpp"  // the simulator twins of kernels.cu: examples::register_twins()
-
-import tether;
 
 int main(int, char** argv) try {
   examples::register_twins();

@@ -7,14 +7,14 @@
 // work on three streams (the memsets forked to two more streams while the first copies the input,
 // joined before the kernels). Each graph ends in a host node that checks the sum of every launch
 // against the host's. Each graph and a clone of each is launched 100 times.
+import tether;
+
 #include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <string>
 
 #include "twins.hpp"  // the simulator twins of kernels.cu: examples::register_twins()
-
-import tether;
 
 int main(int, char** argv) try {
   examples::register_twins();

@@ -8,13 +8,13 @@
 // clears the condition at zero; an IF/ELSE; a SWITCH over four cases; and a WHILE whose body is
 // filled by stream capture (e.in(body).capture). Each graph runs with two values and prints PASS
 // or FAIL; the program fails if any does.
+import tether;
+
 #include <cstdio>
 #include <span>
 #include <string>
 
 #include "twins.hpp"  // the simulator twins of kernels.cu: examples::register_twins()
-
-import tether;
 
 int main(int, char** argv) try {
   examples::register_twins();

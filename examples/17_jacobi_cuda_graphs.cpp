@@ -6,6 +6,8 @@
 // (clear the residual, one sweep, copy the residual to pinned memory); each iteration updates the
 // executable's kernel node to swap the two x buffers, launches, and stops below the tolerance. The
 // sweep reduces in 64 KiB of dynamic shared memory per block: tether raises the kernel's 48 KiB limit.
+import tether;
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -14,8 +16,6 @@
 #include <vector>
 
 #include "twins.hpp"  // the simulator twins of kernels.cu: examples::register_twins()
-
-import tether;
 
 int main(int, char** argv) try {
   examples::register_twins();

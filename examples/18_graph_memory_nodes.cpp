@@ -4,12 +4,12 @@
 // 18 — port of NVIDIA's graphMemoryNodes sample (554 lines in the original; this port: 99): -(x^2) of
 // 8M floats in memory the work allocates and frees: in two streams, captured, built node by node; the
 // result left allocated and freed by its owner, in stream order, by another graph. Checked like the original.
+import tether;
+
 #include <cstdio>
 #include <string>
 
 #include "twins.hpp"  // the simulator twins of kernels.cu: examples::register_twins()
-
-import tether;
 
 int main(int, char** argv) try {
   examples::register_twins();

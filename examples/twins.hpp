@@ -3,16 +3,16 @@
 //
 // Simulator twins of the kernels in kernels.cu: host functions the simulated driver runs in place
 // of each kernel (the real driver ignores them). A twin must be registered before its kernel is
-// looked up (Module::kernel), so every example calls examples::register_twins() first. Include
-// this header after the program's standard headers; it imports tether itself.
+// looked up (Module::kernel), so every example calls examples::register_twins() first. It imports
+// tether itself, before its own includes (the order docs/modules.md recommends).
 #pragma once
+
+import tether;
 
 #include <cmath>
 #include <cstddef>
 #include <stdexcept>
 #include <vector>
-
-import tether;
 
 namespace examples {
 

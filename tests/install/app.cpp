@@ -5,16 +5,19 @@
 // way docs/install.md describes: header mode, or `import tether;` when TETHER_CONSUMER_IMPORT is 1.
 // TETHER_CONSUMER_HOW names the way in its output. It builds a graph whose memset node owns its
 // buffer, runs it, updates the memset in the graph and whole-updates the executable, runs it again.
-#include <cstdio>
-#include <exception>
-#include <string>
-#include <vector>
-
+// In import mode nothing is included before `import tether;`, and after it only headers that declare
+// no std::string operator, so that a tether template needing one fails to build here.
 #if TETHER_CONSUMER_IMPORT
 import tether;
 #else
 #include <tether/tether.hpp>
+
+#include <string>
 #endif
+
+#include <cstdio>
+#include <exception>
+#include <vector>
 
 #ifndef TETHER_CONSUMER_HOW
 #define TETHER_CONSUMER_HOW "unnamed"
@@ -42,7 +45,7 @@ int main() try {
   g.edit([&](tether::Edit& e) { e.update(fill, x, 9.0f); });
   const tether::UpdateResult r = exec.update(g);
 #if TETHER_CONSUMER_IMPORT
-  const std::string verdict(tether::to_string(r.reason));
+  const auto verdict = tether::to_string(r.reason);  // a std::string_view
 #else
   const std::string verdict = fmt::format("{}", r);  // the header's {fmt} formatter: links libfmt
 #endif
@@ -50,8 +53,8 @@ int main() try {
   stream.synchronize();
   std::vector<float> second(n);
   x.copy_to(second);
-  std::printf("%s: x = %g then %g (update: %s), host node ran %d times\n", TETHER_CONSUMER_HOW,
-              first[n - 1], second[n - 1], verdict.c_str(), ran);
+  std::printf("%s: x = %g then %g (update: %.*s), host node ran %d times\n", TETHER_CONSUMER_HOW,
+              first[n - 1], second[n - 1], static_cast<int>(verdict.size()), verdict.data(), ran);
   return first[0] == 7.0f && second[0] == 9.0f && ran == 2 ? 0 : 1;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "%s: %s\n", TETHER_CONSUMER_HOW, e.what());
