@@ -7,6 +7,7 @@
 namespace tether::detail {
 
 void FreeDevice::operator()(CUdeviceptr p) const noexcept {
+  if (pooled) return release_pooled(owner, pooled.release());  // stream-ordered: mem_pool.cpp
   release_with<Entry::cuMemFree>(owner, p, "freeing device memory");
 }
 
@@ -44,12 +45,12 @@ DeviceMemory::DeviceMemory(const Context& ctx, std::size_t count, std::size_t el
       *s->table,
       [&] { return fmt::format("allocating {} elements of {} ({} bytes) of device memory", count, type, n); }, &p,
       n);
-  handle_ = UniqueHandle<CUdeviceptr, FreeDevice>(p, FreeDevice{s});
+  handle_ = UniqueHandle<CUdeviceptr, FreeDevice>(p, FreeDevice{s, {}});
   bytes_ = n;
 }
 
 DeviceMemory::DeviceMemory(const Context& ctx, CUdeviceptr adopt, std::size_t bytes) noexcept
-    : handle_(adopt, FreeDevice{state_of(ctx)}), bytes_(adopt ? bytes : 0) {}
+    : handle_(adopt, FreeDevice{state_of(ctx), {}}), bytes_(adopt ? bytes : 0) {}
 
 Context DeviceMemory::context(const char* kind) const {
   if (!handle_) throw_empty(fmt::format("{}::context", kind), kind);
