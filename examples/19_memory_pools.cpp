@@ -29,8 +29,9 @@ int main(int, char** argv) try {
 
   // [pool]
   tether::MemPool pool = tether::MemPool::create(ctx, {.max_bytes = 64 * MiB, .release_threshold = 32 * MiB});
-  std::printf("a pool of at most 64 MiB that keeps up to %llu MiB for reuse; the default pool is %s\n",
-              mib(pool.release_threshold()), tether::MemPool::device_default(ctx).is_device_default() ? "shared" : "?");
+  tether::MemPool def = tether::MemPool::device_default(ctx);  // what alloc_buffer<T>(n) uses
+  std::printf("a pool of at most 64 MiB that keeps up to %llu MiB for reuse; the default pool is one handle: %s\n",
+              mib(pool.release_threshold()), def == tether::MemPool::device_default(ctx) ? "yes" : "no");
   // [pool]
 
   // [alloc]
@@ -57,7 +58,7 @@ int main(int, char** argv) try {
   auto held = std::make_shared<tether::DeviceBuffer<float>>(stream.alloc_buffer<float>(n));  // the default pool
   stream.host([held] { held->reset(); });  // dropped inside a host callback: the free goes to the reclaimer
   stream.synchronize();
-  std::printf("a buffer dropped inside a host callback: %s\n", *held ? "still owned" : "freed in stream order");
+  std::printf("a buffer dropped inside a host callback: %s\n", *held ? "still owned" : "empty, its free queued");
   // [callback]
 
   // [refusals]

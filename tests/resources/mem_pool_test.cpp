@@ -47,12 +47,6 @@ std::vector<Call> pool_calls(const MemPool& p, const Stream& s) {
   };
 }
 
-std::vector<float> read(const DeviceBuffer<float>& b) {
-  std::vector<float> h(b.size());
-  b.copy_to(h);
-  return h;
-}
-
 }  // namespace
 
 TEST_SUITE_BEGIN("memory pools");
@@ -125,7 +119,7 @@ TEST_CASE_FIXTURE(DslFixture, "the default pool is the same driver handle every 
     CHECK_FALSE(created == a);
     CHECK(created.context() == ctx);
   }
-  tether::wait_reclaimed(5s);
+  CHECK(tether::wait_released(ctx, 5s));
   if (simulated) CHECK(sim::call_count("cuMemPoolDestroy") == 1);  // the created one only
 }
 
@@ -235,7 +229,7 @@ TEST_CASE_FIXTURE(DslFixture, "a buffer keeps its pool alive: the pool is destro
   MemPool pool = MemPool::create(ctx);
   DeviceBuffer<float> b = stream.alloc_buffer<float>(256, pool);
   pool.reset();
-  tether::wait_reclaimed(5s);
+  CHECK(tether::wait_released(ctx, 5s));
   if (simulated) {
     CHECK(sim::call_count("cuMemPoolDestroy") == 0);
     CHECK(sim::stats().mem_pools == pools_before + 1);
@@ -271,7 +265,7 @@ TEST_CASE_FIXTURE(DslFixture, "the free is stream-ordered after the last consume
   if (simulated) CHECK(sim::call_count("cuMemFreeAsync") == 0);
   stream.synchronize();
   CHECK(read(out) == std::vector<float>(1024, 6.0f));
-  tether::wait_reclaimed(5s);
+  CHECK(tether::wait_released(ctx, 5s));
   ctx.synchronize();
   CHECK(pool.used_bytes() == 0);
   if (simulated) {
@@ -295,7 +289,7 @@ TEST_CASE_FIXTURE(DslFixture, "a pool buffer dropped inside a host callback, and
   stream.memset(std::move(handed), 0.0f);  // the stream work's owner is released on the reclaimer
   stream.synchronize();
   held.reset();
-  CHECK(tether::wait_reclaimed(5s));
+  CHECK(tether::wait_released(ctx, 5s));
   ctx.synchronize();
   CHECK(in_callback_empty.load());
   CHECK(pool.used_bytes() == 0);
@@ -343,7 +337,7 @@ TEST_CASE_FIXTURE(DslFixture, "a pool buffer owned by a graph node runs in every
     CHECK(read(out) == std::vector<float>(128, 9.0f));
     CHECK(pool.used_bytes() >= 128 * sizeof(float));
   }
-  CHECK(tether::wait_reclaimed(5s));
+  CHECK(tether::wait_released(ctx, 5s));
   ctx.synchronize();
   CHECK(pool.used_bytes() == 0);
 }
