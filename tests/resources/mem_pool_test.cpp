@@ -7,11 +7,14 @@
 // "simulator only" in their names.
 #include <doctest/doctest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <limits>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -297,6 +300,43 @@ TEST_CASE_FIXTURE(DslFixture, "a pool buffer dropped inside a host callback, and
     CHECK(sim::call_count("cuMemFreeAsync") == 2);
     CHECK(sim::call_count("cuMemFree") == 0);
   }
+}
+
+TEST_CASE_FIXTURE(DslFixture, "dropping a pool buffer on an application thread queues its cuMemFreeAsync at once, "
+                              "on that thread: the release rule classifies it as a release that never blocks") {
+  if (!simulated) return;  // the call counts are the simulator's; the rest of the suite covers the GPU
+  DeviceBuffer<float> b = stream.alloc_buffer<float>(256);
+  stream.synchronize();
+  sim::reset_call_counts();
+  b.reset();
+  CHECK(sim::call_count("cuMemFreeAsync") == 1);  // no reclaimer hand-over in between
+  CHECK(sim::call_count("cuMemFree") == 0);
+}
+
+TEST_CASE_FIXTURE(DslFixture, "while a host callback waits for the application thread, that thread can drop pool "
+                              "buffers and allocate new ones without waiting for the callback") {
+  MemPool pool = MemPool::create(ctx);
+  DeviceBuffer<float> old = stream.alloc_buffer<float>(256, pool);
+  stream.synchronize();
+  Stream waiting = ctx.make_stream();
+  auto released = std::make_shared<std::atomic<bool>>(false);
+  auto in_time = std::make_shared<std::atomic<bool>>(false);
+  auto started = std::make_shared<std::atomic<bool>>(false);
+  waiting.host([released, in_time, started] {
+    started->store(true);
+    auto deadline = std::chrono::steady_clock::now() + 5s;  // the deadlock, bounded: the test fails instead
+    while (!released->load() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
+    in_time->store(released->load());
+  });
+  REQUIRE(eventually([&] { return started->load(); }));
+  old.reset();                                                      // cuMemFreeAsync, not cuMemFree
+  DeviceBuffer<float> fresh = stream.alloc_buffer<float>(256, pool);  // cuMemAllocFromPoolAsync
+  DeviceBuffer<float> from_default = stream.alloc_buffer<float>(256);
+  fresh.reset();
+  from_default.reset();
+  released->store(true);
+  waiting.synchronize();
+  CHECK(in_time->load());
 }
 
 TEST_CASE_FIXTURE(DslFixture, "alloc_buffer refuses a capturing stream with a UsageError that says why and what to "
