@@ -339,6 +339,21 @@ TEST_CASE_FIXTURE(DslFixture, "while a host callback waits for the application t
   CHECK(in_time->load());
 }
 
+TEST_CASE_FIXTURE(DslFixture, "alloc_buffer refuses a pool of another device's context with a UsageError naming "
+                              "both devices (needs two devices: meson runs it on two simulated ones)") {
+  if (rt.device_count() < 2) return;
+  Context other = rt.context(1);
+  MemPool theirs = MemPool::create(other);
+  CHECK(theirs.context() == other);
+  std::string m = message_of([&] { (void)stream.alloc_buffer<float>(16, theirs); });
+  INFO(m);
+  CHECK(contains(m, "Stream::alloc_buffer: the pool belongs to device 1's context, the stream to device 0's"));
+  CHECK(contains(m, "allocate from a pool of the stream's context"));
+  Stream theirs_stream = other.make_stream();
+  DeviceBuffer<float> b = theirs_stream.alloc_buffer<float>(16, theirs);  // its own context: fine
+  CHECK(b.context() == other);
+}
+
 TEST_CASE_FIXTURE(DslFixture, "alloc_buffer refuses a capturing stream with a UsageError that says why and what to "
                               "use instead, and the capture goes on") {
   MemPool pool = MemPool::create(ctx);
