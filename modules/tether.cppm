@@ -33,6 +33,7 @@ export using ::CUgraphNodeType;
 export using ::CUkernel;
 export using ::CUlaunchMemSyncDomain;
 export using ::CUlibrary;
+export using ::CUmemoryPool;
 export using ::CUmodule;
 export using ::CUresult;
 export using ::CUstream;

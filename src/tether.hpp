@@ -31,4 +31,5 @@
 #include "exec/exec.hpp"
 #include "capture/mode.hpp"
 #include "capture/capture.hpp"
+#include "resources/mem_pool.hpp"
 #include "introspect/inspect.hpp"

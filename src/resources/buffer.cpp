@@ -21,6 +21,7 @@ CUresult free_device_async(const DriverTable& t, std::uintptr_t bits) {
 }  // namespace
 
 void FreeDevice::operator()(CUdeviceptr p) const noexcept {
+  if (pooled) return release_pooled(owner, pooled.release());  // stream-ordered: mem_pool.cpp
   release_owned(owner, Entry::cuMemFreeAsync, &free_device_async, handle_bits(p), "freeing device memory");
 }
 
@@ -58,12 +59,12 @@ DeviceMemory::DeviceMemory(const Context& ctx, std::size_t count, std::size_t el
       *s->table,
       [&] { return fmt::format("allocating {} elements of {} ({} bytes) of device memory", count, type, n); }, &p,
       n);
-  handle_ = UniqueHandle<CUdeviceptr, FreeDevice>(p, FreeDevice{s});
+  handle_ = UniqueHandle<CUdeviceptr, FreeDevice>(p, FreeDevice{s, {}});
   bytes_ = n;
 }
 
 DeviceMemory::DeviceMemory(const Context& ctx, CUdeviceptr adopt, std::size_t bytes) noexcept
-    : handle_(adopt, FreeDevice{state_of(ctx)}), bytes_(adopt ? bytes : 0) {}
+    : handle_(adopt, FreeDevice{state_of(ctx), {}}), bytes_(adopt ? bytes : 0) {}
 
 Context DeviceMemory::context(const char* kind) const {
   if (!handle_) throw_empty(fmt::format("{}::context", kind), kind);

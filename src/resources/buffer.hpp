@@ -12,9 +12,22 @@
 
 namespace tether::detail {
 
-// cuMemFree with the buffer's context pushed, under the release rule.
+// A stream-ordered free's record (mem_pool.cpp): the address, the context's internal stream to
+// free it on and the pool to keep alive. Made with the allocation, so that the release itself
+// allocates nothing; release_pooled consumes it.
+struct PooledFree;
+struct DropPooledFree {
+  void operator()(PooledFree* f) const noexcept;
+};
+/// cuMemFreeAsync of the memory `f` describes on its internal stream, with `owner`'s context
+/// current, under the release rule (a non-blocking release); consumes `f`.
+void release_pooled(const ContextPtr& owner, PooledFree* f) noexcept;
+
+// cuMemFree with the buffer's context pushed, under the release rule; for memory from a pool
+// (Stream::alloc_buffer, `pooled` set) the stream-ordered release_pooled instead.
 struct FreeDevice {
   ContextPtr owner;
+  mutable std::unique_ptr<PooledFree, DropPooledFree> pooled;
   void operator()(CUdeviceptr p) const noexcept;
 };
 
@@ -48,6 +61,10 @@ class DeviceMemory {
   DeviceMemory(const Context& ctx, std::size_t count, std::size_t elem_size, std::string_view type);
   // Adopts an allocation made in ctx; never calls the driver.
   DeviceMemory(const Context& ctx, CUdeviceptr adopt, std::size_t bytes) noexcept;
+  // Adopts a pool allocation (mem_pool.cpp) freed in stream order as `pooled` says.
+  DeviceMemory(ContextPtr owner, CUdeviceptr adopt, std::size_t bytes,
+               std::unique_ptr<PooledFree, DropPooledFree> pooled) noexcept
+      : handle_(adopt, FreeDevice{std::move(owner), std::move(pooled)}), bytes_(adopt ? bytes : 0) {}
   DeviceMemory(DeviceMemory&& other) noexcept
       : handle_(std::move(other.handle_)), bytes_(std::exchange(other.bytes_, 0)) {}
   DeviceMemory& operator=(DeviceMemory&& other) noexcept {
@@ -136,13 +153,16 @@ template <class T>
 class SharedPinnedBuffer;
 
 /// An owned device allocation of `size()` elements of `T` (`cuMemAlloc` through
-/// `Context::alloc<T>(n)`; `cuMemFree`, with its context pushed, when dropped). Move-only; a
+/// `Context::alloc<T>(n)`; `cuMemFree`, with its context pushed, when dropped; or stream-ordered
+/// from a memory pool through `Stream::alloc_buffer<T>(n[, pool])`, freed with `cuMemFreeAsync`
+/// instead, see docs/memory.md). Move-only; a
 /// moved-from or default-constructed buffer is empty (size 0, null address). `std::move(b).share()`
 /// turns it into a SharedBuffer. The buffer keeps its context alive; every driver call runs with
 /// that context pushed. Thread safety: concurrent const members are safe; everything else needs
 /// exclusive access. The destructor may run on any thread and never throws or blocks: the free
 /// (cuMemFree) always runs on tether's reclaimer, because it can block while a host callback runs
-/// (so the memory is returned to the driver shortly after the last owner goes, not inside `reset`).
+/// (so the memory is returned to the driver shortly after the last owner goes, not inside `reset`);
+/// a pool buffer's `cuMemFreeAsync` is queued at once (on the reclaimer inside a host callback).
 template <class T>
 class DeviceBuffer {
   static_assert(std::is_trivially_copyable_v<T>,
@@ -194,7 +214,8 @@ class DeviceBuffer {
   /// Throws std::bad_alloc (the buffer is then unchanged).
   SharedBuffer<T> share() &&;
 
-  /// Gives up ownership: returns the address (the caller must free it) and leaves the buffer empty.
+  /// Gives up ownership: returns the address (the caller must free it: `cuMemFree`, or
+  /// `cuMemFreeAsync` for a pool buffer) and leaves the buffer empty.
   CUdeviceptr release() noexcept { return mem_.release(); }
   /// Frees the memory now (under the release rule) and leaves the buffer empty.
   void reset() noexcept { mem_.reset(); }
@@ -205,6 +226,7 @@ class DeviceBuffer {
 
  private:
   friend class Context;
+  friend class Stream;  // alloc_buffer (mem_pool.hpp)
   explicit DeviceBuffer(detail::DeviceMemory m) noexcept : mem_(std::move(m)) {}
 
   detail::DeviceMemory mem_;

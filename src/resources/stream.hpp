@@ -64,6 +64,11 @@ struct StreamAccess;
 
 }  // namespace tether::detail
 
+// Memory pools (mem_pool.hpp): the pool type Stream::alloc_buffer takes.
+TETHER_EXPORT namespace tether {
+class MemPool;
+}  // namespace tether
+
 TETHER_EXPORT namespace tether {
 
 /// An owned CUDA stream (`cuStreamCreate` through `Context::make_stream`, `cuStreamDestroy` when
@@ -168,6 +173,31 @@ class Stream {
   /// Frees memory from `alloc_async` in stream order (`cuMemFreeAsync`).
   template <class T>
   Node<MemFreeNode> free_async(const Unowned<T>& memory) const;
+
+  // ---- owned stream-ordered allocations (memory pools; defined in mem_pool.hpp, docs/memory.md)
+
+  /// An owned stream-ordered allocation of `count` elements of T from the device's current pool
+  /// (its default pool unless other code changed it): `cuMemAllocAsync` on this stream, returned
+  /// as a DeviceBuffer usable everywhere one is (kernel arguments, memcpy and memset ends, stream
+  /// work, graph nodes, captures). Ordering rule: the memory may be used by work queued on this
+  /// stream after the call; work on another stream (and the synchronous `copy_from`, `copy_to`,
+  /// `fill_bytes`) must first be ordered after it (an Event recorded here and waited for there, or
+  /// `synchronize()`). Its contents start indeterminate. When the last owner goes (after every
+  /// tether operation and graph node that used it has finished, as for any buffer), the memory is
+  /// freed in stream order with `cuMemFreeAsync` on an internal stream of the context, which
+  /// tether first ordered after this allocation (`cuEventRecord` here, `cuStreamWaitEvent` there):
+  /// no release ever calls `cuMemFree`, so dropping one never waits for a running host callback.
+  /// Refused while the stream captures: a captured allocation is a graph allocation, made on
+  /// every launch of the graph, not a buffer (use `alloc_async`, whose node the capture returns,
+  /// or allocate before the capture). Throws UsageError (empty stream, 0 or overflowing `count`,
+  /// a capturing stream, inside a host callback), DriverError naming the entry point and the size
+  /// (CUDA_ERROR_OUT_OF_MEMORY); nothing is left allocated on failure.
+  template <class T>
+  DeviceBuffer<T> alloc_buffer(std::size_t count) const;
+  /// The same from `pool` (`cuMemAllocFromPoolAsync`); the buffer keeps the pool alive. Throws
+  /// as above, and UsageError for an empty pool or one of another context than the stream's.
+  template <class T>
+  DeviceBuffer<T> alloc_buffer(std::size_t count, const MemPool& pool) const;
 
   /// The context the stream belongs to. Throws UsageError when empty.
   Context context() const;

@@ -503,6 +503,7 @@ CUresult sim_cuMemFree(CUdeviceptr dptr) {
     }
   }
   device_free_block(static_cast<std::uintptr_t>(dptr));
+  pool_block_freed(static_cast<std::uintptr_t>(dptr));  // memory from a pool may be freed so too
   return CUDA_SUCCESS;
 }
 CUresult sim_cuMemAllocHost(void** pp, std::size_t bytes) {

@@ -160,6 +160,7 @@ struct Stats {
   std::size_t streams = 0;             ///< streams created and not destroyed
   std::size_t events = 0;              ///< events created and not destroyed
   std::size_t modules = 0;             ///< modules and libraries loaded
+  std::size_t mem_pools = 0;           ///< memory pools created and not destroyed (default pools excluded)
 };
 /// A snapshot of the live objects.
 Stats stats();

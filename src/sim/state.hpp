@@ -98,6 +98,17 @@ void graph_unmap(std::uintptr_t p);  // at the free's execution
 bool graph_outstanding(std::uintptr_t p);
 void set_graph_outstanding(std::uintptr_t p, bool on);
 
+// Memory pools (pool.cpp). A pool allocation is an ordinary device block tagged with its pool,
+// which only accounts for it. `pool_for_alloc` resolves a pool handle (null: the device's default
+// pool, its current pool as the simulator never changes it); `pool_admit` refuses what would
+// exceed the pool's maximum size; `pool_attach` tags a block made for it; `pool_block_freed` runs
+// where the block is freed (a cuMemFreeAsync executing, a cuMemFree) and untags it.
+CUmemoryPool pool_for_alloc(CUmemoryPool h, int device, CUresult& err);
+int pool_device(CUmemoryPool h);
+CUresult pool_admit(CUmemoryPool h, std::size_t bytes);
+void pool_attach(CUmemoryPool h, std::uintptr_t block, std::size_t bytes);
+void pool_block_freed(std::uintptr_t block);
+
 // Host functions (graph host nodes, cuLaunchHostFunc) all run on one process-wide callback
 // thread, one after another (ctx_block_probe 4l, T); a stream worker hands each over and waits.
 void run_host_callback(CUhostFn fn, void* data);

@@ -527,32 +527,49 @@ CUresult sim_cuMemsetD32Async(CUdeviceptr d, unsigned v, std::size_t n, CUstream
 
 // ----------------------------------------------------------------------------- stream-ordered allocation
 
-CUresult sim_cuMemAllocAsync(CUdeviceptr* dptr, std::size_t bytes, CUstream hs) {
-  TETHER_SIM_ENTER(cuMemAllocAsync);
+// cuMemAllocAsync (`pool` null: the device's current pool) and cuMemAllocFromPoolAsync.
+CUresult alloc_async(CUdeviceptr* dptr, std::size_t bytes, CUmemoryPool pool, CUstream hs, std::string_view entry) {
   if (!dptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = need_ctx()) return r;
   Stream* s = stream_of(hs);
   if (!s) return CUDA_ERROR_INVALID_HANDLE;
   CUresult err = CUDA_SUCCESS;
-  // Captured: a graph allocation (reserved now, backed when its node runs). Otherwise a
-  // simplification: the memory is backed from the call, not from the point the stream reaches it.
-  bool captured = capturing(s);
-  std::uintptr_t p = captured ? graph_reserve(bytes, s->ctx->device, err) : device_alloc(bytes, s->ctx->device, err);
+  CUmemoryPool from = pool_for_alloc(pool, s->ctx->device, err);
   if (err != CUDA_SUCCESS) return err;
+  const int device = pool_device(from);
+  // Captured: a graph allocation (reserved now, backed when its node runs), owned by the graph and
+  // not by the pool, whose properties (its device) become the node's. Otherwise a simplification:
+  // the memory is backed from the call, not from the point the stream reaches it.
+  bool captured = capturing(s);
+  if (!captured)
+    if (CUresult r = pool_admit(from, bytes)) return r;
+  std::uintptr_t p = captured ? graph_reserve(bytes, device, err) : device_alloc(bytes, device, err);
+  if (err != CUDA_SUCCESS)
+    return fail(err, fmt::format("{}: {} bytes do not fit in the device's memory", entry, bytes));
   CUDA_MEM_ALLOC_NODE_PARAMS a{};
   a.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
   a.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  a.poolProps.location.id = s->ctx->device;
+  a.poolProps.location.id = device;
   a.bytesize = bytes;
   a.dptr = static_cast<CUdeviceptr>(p);
   CUresult r = enqueue(
-      s, "cuMemAllocAsync", CU_GRAPH_NODE_TYPE_MEM_ALLOC, [&] { return Params{AllocP{a}}; }, [] {});
+      s, entry, CU_GRAPH_NODE_TYPE_MEM_ALLOC, [&] { return Params{AllocP{a}}; }, [] {});
   if (r != CUDA_SUCCESS) {
     if (!captured) device_free_block(p);
     return r;
   }
+  if (!captured) pool_attach(from, p, bytes);
   *dptr = static_cast<CUdeviceptr>(p);
   return CUDA_SUCCESS;
+}
+CUresult sim_cuMemAllocAsync(CUdeviceptr* dptr, std::size_t bytes, CUstream hs) {
+  TETHER_SIM_ENTER(cuMemAllocAsync);
+  return alloc_async(dptr, bytes, nullptr, hs, "cuMemAllocAsync");
+}
+CUresult sim_cuMemAllocFromPoolAsync(CUdeviceptr* dptr, std::size_t bytes, CUmemoryPool pool, CUstream hs) {
+  TETHER_SIM_ENTER(cuMemAllocFromPoolAsync);
+  if (!pool) return CUDA_ERROR_INVALID_VALUE;
+  return alloc_async(dptr, bytes, pool, hs, "cuMemAllocFromPoolAsync");
 }
 CUresult sim_cuMemFreeAsync(CUdeviceptr dptr, CUstream hs) {
   TETHER_SIM_ENTER(cuMemFreeAsync);
@@ -581,7 +598,10 @@ CUresult sim_cuMemFreeAsync(CUdeviceptr dptr, CUstream hs) {
     if (CUresult r = unsafe_call_guard("cuMemFreeAsync")) return r;
   return enqueue(
       s, "cuMemFreeAsync", CU_GRAPH_NODE_TYPE_MEM_FREE, [&] { return Params{FreeP{dptr}}; },
-      [dptr] { device_free_block(static_cast<std::uintptr_t>(dptr)); });
+      [dptr] {
+        device_free_block(static_cast<std::uintptr_t>(dptr));
+        pool_block_freed(static_cast<std::uintptr_t>(dptr));
+      });
 }
 CUresult sim_cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
   TETHER_SIM_ENTER(cuThreadExchangeStreamCaptureMode);
@@ -1218,6 +1238,7 @@ void fill_stream(tether::detail::DriverTable& t) {
   t.set<Entry::cuMemsetD32Async>(&sim_cuMemsetD32Async);
   t.set<Entry::cuMemAllocAsync>(&sim_cuMemAllocAsync);
   t.set<Entry::cuMemFreeAsync>(&sim_cuMemFreeAsync);
+  t.set<Entry::cuMemAllocFromPoolAsync>(&sim_cuMemAllocFromPoolAsync);
   t.set<Entry::cuThreadExchangeStreamCaptureMode>(&sim_cuThreadExchangeStreamCaptureMode);
   t.set<Entry::cuStreamCreate>(&sim_cuStreamCreate);
   t.set<Entry::cuStreamCreateWithPriority>(&sim_cuStreamCreateWithPriority);

@@ -9,6 +9,8 @@ void fill_core(tether::detail::DriverTable& t);
 void fill_stream(tether::detail::DriverTable& t);
 void fill_graph(tether::detail::DriverTable& t);
 void fill_exec(tether::detail::DriverTable& t);
+void fill_pool(tether::detail::DriverTable& t);
+std::size_t live_pools();
 std::size_t live_modules();
 std::size_t live_user_objects();
 std::pair<std::size_t, std::size_t> live_allocations();
@@ -34,6 +36,7 @@ std::unique_ptr<tether::detail::DriverTable> make_table() {
   fill_stream(*t);
   fill_graph(*t);
   fill_exec(*t);
+  fill_pool(*t);
   for (std::size_t i = 0; i < tether::detail::entry_count; ++i)
     if (t->state[i] != tether::detail::EntryState::resolved)
       throw std::logic_error(fmt::format("the simulator lacks {}", tether::detail::entry_names[i]));
@@ -61,6 +64,7 @@ Stats stats() {
   s.streams = live_streams();
   s.events = live_events();
   s.modules = live_modules();
+  s.mem_pools = live_pools();
   return s;
 }
 

@@ -79,6 +79,7 @@ TEST_CASE_FIXTURE(Fixture, "every call that reaches the driver or a tether lock 
   DeviceBuffer<float> dbuf = ctx.alloc<float>(4);
   std::vector<float> host(4, 3.0f);
   const Image image = Image::from_file(beside_executable("kernels.fatbin"));
+  MemPool pool = MemPool::create(ctx);
 
   const Table members = {
       {"Graph{ctx}", [&] { Graph g{ctx}; }},
@@ -129,6 +130,16 @@ TEST_CASE_FIXTURE(Fixture, "every call that reaches the driver or a tether lock 
       {"Stream::wait_external(event)", [&] { s.wait_external(ev); }},
       {"Stream::alloc_async<float>(4)", [&] { (void)s.alloc_async<float>(4); }},
       {"Stream::free_async(memory)", [&] { s.free_async(unowned(x.data(), 4)); }},
+      {"Stream::alloc_buffer<float>(4)", [&] { (void)s.alloc_buffer<float>(4); }},
+      {"Stream::alloc_buffer<float>(4, pool)", [&] { (void)s.alloc_buffer<float>(4, pool); }},
+      {"MemPool::create(ctx)", [&] { (void)MemPool::create(ctx); }},
+      {"MemPool::device_default(ctx)", [&] { (void)MemPool::device_default(ctx); }},
+      {"MemPool::release_threshold()", [&] { (void)pool.release_threshold(); }},
+      {"MemPool::set_release_threshold(bytes)", [&] { pool.set_release_threshold(0); }},
+      {"MemPool::trim_to(bytes)", [&] { pool.trim_to(0); }},
+      {"MemPool::used_bytes()", [&] { (void)pool.used_bytes(); }},
+      {"MemPool::reserved_bytes()", [&] { (void)pool.reserved_bytes(); }},
+      {"MemPool::reset_peaks()", [&] { pool.reset_peaks(); }},
       {"Capture(s)", [&] { Capture c(s); }},
       {"tether::capture(s, fn)", [&] { (void)capture(s, [] {}); }},
       {"Event::record(s)", [&] { ev.record(s); }},

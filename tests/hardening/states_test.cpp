@@ -239,6 +239,7 @@ TEST_CASE_FIXTURE(Fixture, "every use of an empty Stream throws UsageError namin
           {"Stream::wait_external(event)", [&] { s.wait_external(ev); }},
           {"Stream::alloc_async<float>(4)", [&] { (void)s.alloc_async<float>(4); }},
           {"Stream::free_async(memory)", [&] { s.free_async(unowned(a.x.data(), 8)); }},
+          {"Stream::alloc_buffer<float>(4)", [&] { (void)s.alloc_buffer<float>(4); }},
           {"Capture(s)", [&] { Capture c(s); }},
           {"tether::capture(s, fn)", [&] { (void)capture(s, [] {}); }},
           {"Edit::capture(s, fn)", [&] { a.g.edit([&](Edit& e) { e.capture(s, [] {}); }); }},
