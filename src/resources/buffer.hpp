@@ -23,7 +23,8 @@ struct DropPooledFree {
 /// current, under the release rule (a non-blocking release); consumes `f`.
 void release_pooled(const ContextPtr& owner, PooledFree* f) noexcept;
 
-// cuMemFree with the buffer's context pushed, under the release rule; for memory from a pool
+// cuMemFreeAsync on the reclaimer's per-thread stream with the buffer's context current, under
+// the release rule (never cuMemFree: buffer.cpp says why); for memory from a pool
 // (Stream::alloc_buffer, `pooled` set) the stream-ordered release_pooled instead.
 struct FreeDevice {
   ContextPtr owner;
@@ -153,15 +154,18 @@ template <class T>
 class SharedPinnedBuffer;
 
 /// An owned device allocation of `size()` elements of `T` (`cuMemAlloc` through
-/// `Context::alloc<T>(n)`; `cuMemFree`, with its context pushed, when dropped; or stream-ordered
+/// `Context::alloc<T>(n)`; freed with `cuMemFreeAsync` when dropped (since 0.5; docs/design/attachments.md, "Blocking driver calls"); or stream-ordered
 /// from a memory pool through `Stream::alloc_buffer<T>(n[, pool])`, freed with `cuMemFreeAsync`
 /// instead, see docs/memory.md). Move-only; a
 /// moved-from or default-constructed buffer is empty (size 0, null address). `std::move(b).share()`
 /// turns it into a SharedBuffer. The buffer keeps its context alive; every driver call runs with
 /// that context pushed. Thread safety: concurrent const members are safe; everything else needs
 /// exclusive access. The destructor may run on any thread and never throws or blocks: the free
-/// (cuMemFree) always runs on tether's reclaimer, because it can block while a host callback runs
-/// (so the memory is returned to the driver shortly after the last owner goes, not inside `reset`);
+/// (`cuMemFreeAsync` on the reclaimer's per-thread stream) always runs on tether's reclaimer,
+/// whose RELAXED capture mode keeps other threads' captures intact (so the memory is returned to
+/// the driver shortly after the last owner goes, not inside `reset`). Unlike `cuMemFree`, the free
+/// does not wait for work on other streams: work that uses the memory through `unowned` must be
+/// finished before the last owner goes;
 /// a pool buffer's `cuMemFreeAsync` is queued at once (on the reclaimer inside a host callback).
 template <class T>
 class DeviceBuffer {
@@ -180,7 +184,7 @@ class DeviceBuffer {
   DeviceBuffer() noexcept = default;
 
   /// Takes ownership of `n` elements at `address`, allocated with `cuMemAlloc` in `ctx` (they
-  /// will be freed with `cuMemFree`). Never calls the driver.
+  /// will be freed with `cuMemFreeAsync`, like `Context::alloc`'s). Never calls the driver.
   static DeviceBuffer from_native_handle(const Context& ctx, CUdeviceptr address, std::size_t n) noexcept {
     return DeviceBuffer(detail::DeviceMemory(ctx, address, n * sizeof(T)));
   }
@@ -233,7 +237,7 @@ class DeviceBuffer {
 };
 
 /// Shared ownership of one device allocation of `T` (from `std::move(device_buffer).share()`):
-/// the memory is freed (`cuMemFree`, context pushed) when the last copy goes. Graph nodes retain
+/// the memory is freed (`cuMemFreeAsync`, as DeviceBuffer's) when the last copy goes. Graph nodes retain
 /// buffers as SharedBuffers. A handle with pointer semantics: const members may write the device
 /// memory. A moved-from or default-constructed SharedBuffer is empty. Thread safety: all members
 /// are safe to call concurrently on different copies (like `std::shared_ptr`); the last copy may

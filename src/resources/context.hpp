@@ -111,9 +111,11 @@ class RelaxedScope {
 // release through the same code in context.cpp):
 // - releases that can block while a host callback runs (cuMemFree, cuMemFreeHost, cuModuleUnload:
 //   they wait for every running callback, and a cuMemAlloc on any thread waits behind them) run
-//   only on the reclaimer, never on the caller's thread; the reclaimer starts none while a tether
-//   host callable runs, and runs them in RELAXED capture mode (a synchronous free in GLOBAL mode
-//   would invalidate other threads' stream captures);
+//   only on the reclaimer, never on the caller's thread; the reclaimer makes one only while no
+//   tether host work is queued or running (try_blocking_release_gate; otherwise it is parked), and
+//   in RELAXED capture mode (a synchronous free in GLOBAL mode would invalidate other threads'
+//   stream captures); device memory's cuMemFreeAsync does not block but runs on the reclaimer too,
+//   for the capture mode;
 // - where CUDA calls are forbidden (detail::ForbidCuda: host callbacks, user-object destructors),
 //   or when the driver answers CUDA_ERROR_NOT_PERMITTED, the release is handed to the reclaimer
 //   too (carrying the table, the context, the handle and the context's state, so that the primary
