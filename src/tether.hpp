@@ -32,3 +32,6 @@
 #include "capture/mode.hpp"
 #include "capture/capture.hpp"
 #include "introspect/inspect.hpp"
+#if defined(__CUDACC__)
+#include "cuda/kernel.hpp"  // tether::kernel(&fn, ctx): only where nvcc compiles (and the CUDA runtime links)
+#endif
