@@ -203,10 +203,10 @@ std::shared_ptr<const KernelInfo> registered_kernel_info(const Context& ctx, con
     CUkernel k = sim::detail::registered_kernel(fn, &name);
     if (!k)
       throw UsageError(fmt::format("tether::kernel({}): the simulator has no twin for this function; register one "
-                                   "with tether::sim::register_kernel(&kernel, body) before tether::kernel looks it up "
-                                   "(docs/simulator.md, \"Writing a kernel twin\")",
+                                   "with tether::sim::register_kernel(&kernel, body) before tether::kernel looks it up",
                                    function_label(fn)));
-    call<Entry::cuKernelGetFunction>(t, [&] { return fmt::format("getting the function of kernel '{}'", name); }, &f, k);
+    call<Entry::cuKernelGetFunction>(
+        t, [&] { return fmt::format("getting the function of kernel '{}'", name); }, &f, k);
   } else {
     const std::string label = function_label(fn);
     const std::string what = fmt::format("tether::kernel({})", label);

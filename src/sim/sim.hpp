@@ -163,7 +163,9 @@ void register_kernel(void (*fn)(Args...), F body) {
 template <class... Args, class F>
   requires std::invocable<F&, const LaunchInfo&, Args...>
 void register_kernel(void (*fn)(Args...), std::string name, F body) {
-  if (name.empty()) throw UsageError("tether::sim::register_kernel(fn, name, body): the name is empty; give the kernel's name, or register without one");
+  if (name.empty())
+    throw UsageError("tether::sim::register_kernel(fn, name, body): the name is empty; give the kernel's name, or "
+                     "register without one");
   register_kernel_erased(detail::function_key(fn), std::move(name),
                          std::vector<ParamInfo>{ParamInfo{sizeof(Args), std::is_pointer_v<Args>, alignof(Args)}...},
                          detail::twin_body<Args...>(std::move(body)));

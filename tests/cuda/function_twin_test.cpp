@@ -181,3 +181,23 @@ TEST_CASE_FIXTURE(Env,
                "this GPU (-arch), in this program?"));
   CHECK(FakeRuntime::calls == 1);
 }
+
+TEST_CASE_FIXTURE(Env, "on the simulator a failed cuKernelGetFunction is a DriverError naming the kernel, and a "
+                       "later lookup succeeds") {
+  if (!sim) return;
+  tether::sim::register_kernel(&host_pair, "pair", [](const tether::sim::LaunchInfo&, int*, int) {});
+  tether::sim::fail_call("cuKernelGetFunction", 1);
+  std::string what;
+  try {
+    (void)kernel_of(&host_pair, ctx);
+  } catch (const tether::DriverError& e) {
+    CHECK(e.entry_point() == "cuKernelGetFunction");
+    CHECK(e.code() == tether::Errc::out_of_memory);
+    what = e.what();
+  }
+  tether::sim::clear_faults();
+  CHECK(contains(what, "while getting the function of kernel 'pair'"));
+  CHECK(kernel_of(&host_pair, ctx).name() == "pair");
+  CHECK(FakeRuntime::calls == 0);
+  CHECK(tether::sim::unregister_kernel(&host_pair));
+}
