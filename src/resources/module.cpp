@@ -212,16 +212,21 @@ std::shared_ptr<const KernelInfo> registered_kernel_info(const Context& ctx, con
     const std::string what = fmt::format("tether::kernel({})", label);
     constexpr std::string_view advice =
         "is the function a __global__ function of a .cu file compiled by nvcc for this GPU (-arch), in this program?";
+    // The runtime's name of a kernel it found ("saxpy", "scale<float>"), else the label.
+    auto runtime_name = [&] {
+      const char* symbol = nullptr;
+      return lookup.function_name(fn, &symbol) == 0 && symbol ? kernel_name_from_symbol(symbol) : label;
+    };
     if (t.state[index(Entry::cuKernelGetFunction)] == EntryState::resolved) {
       CUkernel k = nullptr;
       if (int e = lookup.get_kernel(fn, &k); e != 0) runtime_refused(lookup, what, "cudaGetKernel", e, advice);
-      call<Entry::cuKernelGetFunction>(t, [&] { return fmt::format("getting the function of kernel {}", label); }, &f,
-                                       k);
-    } else if (int e = lookup.get_function(fn, &f); e != 0) {
-      runtime_refused(lookup, what, "cudaGetFuncBySymbol", e, advice);
+      name = runtime_name();
+      call<Entry::cuKernelGetFunction>(
+          t, [&] { return fmt::format("getting the function of kernel '{}'", name); }, &f, k);
+    } else {
+      if (int e = lookup.get_function(fn, &f); e != 0) runtime_refused(lookup, what, "cudaGetFuncBySymbol", e, advice);
+      name = runtime_name();
     }
-    const char* symbol = nullptr;
-    name = lookup.function_name(fn, &symbol) == 0 && symbol ? kernel_name_from_symbol(symbol) : label;
   }
   check_signature(t, f, Lookup{"tether::kernel", name, false}, declared);
   return std::make_shared<const KernelInfo>(state, f, std::move(name));
