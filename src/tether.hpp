@@ -33,3 +33,6 @@
 #include "capture/capture.hpp"
 #include "resources/mem_pool.hpp"
 #include "introspect/inspect.hpp"
+#if defined(__CUDACC__)
+#include "cuda/kernel.hpp"  // tether::kernel(&fn, ctx): only where nvcc compiles (and the CUDA runtime links)
+#endif

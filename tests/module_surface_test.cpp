@@ -200,3 +200,24 @@ TEST_CASE("the module exports introspection, the raw handle types, and hashing o
   CHECK(to_dot(g).find("g0n0 -> g0n1;") != std::string::npos);
   CHECK(inspect(exec).executable);
 }
+
+namespace {
+void surface_axpy(float, const float*, float*, int) {}  // stands in for a __global__ function
+}  // namespace
+
+TEST_CASE("the module exports the simulator's twins by function and what a Kernel says about its module") {
+  using namespace tether;
+  sim::register_kernel(&surface_axpy, [](const sim::LaunchInfo&, float, const float*, float*, int) {});
+  sim::register_kernel(&surface_axpy, "surface_axpy", [](const sim::LaunchInfo&, float, const float*, float*, int) {});
+  sim::register_kernel_erased(reinterpret_cast<const void*>(&surface_axpy), "surface_axpy", {},
+                              [](const sim::LaunchInfo&, const void* const*) {});
+  CHECK(sim::unregister_kernel(&surface_axpy));
+  CHECK_FALSE(sim::unregister_kernel_erased(reinterpret_cast<const void*>(&surface_axpy)));
+  sim::register_kernel<float*, float, int>("scale", [](const sim::LaunchInfo&, float*, float, int) {});
+  Context ctx = Runtime::open().context(0);
+  Module m = ctx.load_module(Image::from_file(beside_me("kernels.fatbin")));
+  Kernel<float*, float, int> scale = m.kernel<float*, float, int>("scale");
+  CHECK(scale.has_module());
+  CHECK(scale.module() == m);
+  CHECK(scale.context() == ctx);
+}

@@ -19,6 +19,12 @@ if [ -d "$build/tests/hardening" ]; then
   mkdir -p "$stage/tests/hardening"
   cp -a "$build"/tests/hardening/hardening_tests "$build"/tests/hardening/*.fatbin "$stage/tests/hardening/" 2>/dev/null || true
 fi
+if [ -d "$build/tests/cuda" ]; then   # tether::kernel(&fn): the kernels are inside the executables
+  mkdir -p "$stage/tests/cuda"
+  for f in "$build"/tests/cuda/*; do
+    [ -f "$f" ] && [ -x "$f" ] && cp -a "$f" "$stage/tests/cuda/"
+  done
+fi
 cp -a "$build"/examples/*.fatbin "$stage/examples/" 2>/dev/null || true
 for d in examples bench; do
   for f in "$build/$d"/*; do

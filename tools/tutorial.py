@@ -12,8 +12,9 @@ followed by a fenced block that this tool owns:
 
 A region of a source file lies between two comment lines `// [name]` (the same line opens and
 closes it); marker lines are never shown and the region's common indentation is removed. The
-whole file is shown without its leading comment block (license and description) and without any
-marker line. The output is the stdout of BUILD/examples/<name> run with TETHER_DRIVER=sim. The
+whole file is shown without its leading comment block (license and description; `#` lines in
+CMake and Meson files) and without any marker line. The fence names the language by the file's
+name: cmake, meson, cuda (.cu), otherwise cpp. The output is the stdout of BUILD/examples/<name> run with TETHER_DRIVER=sim. The
 ports' header line "(N lines in the original; this port: M)" must give the file's line count M.
 
     tools/tutorial.py update --build DIR   rewrites every such block from the sources and the runs
@@ -94,8 +95,9 @@ class Sources:
                                f"(open and close); it appears {len(at)} times (lines "
                                f"{', '.join(str(i + 1) for i in at)})")
         if region is None:
+            comment = "#" if language(rel) in ("cmake", "meson") else "//"
             start = 0
-            while start < len(lines) and lines[start].lstrip().startswith("//"):
+            while start < len(lines) and lines[start].lstrip().startswith(comment):
                 start += 1
             body = lines[start:]
         else:
@@ -127,6 +129,18 @@ class Sources:
                 out = out[:-1]
             self.outputs[name] = out
         return self.outputs[name]
+
+
+def language(rel):
+    """The fence's language of a snippet: by the file's name, C++ unless it is CUDA or a build file."""
+    name = os.path.basename(rel)
+    if name == "CMakeLists.txt" or name.endswith(".cmake"):
+        return "cmake"
+    if name in ("meson.build", "meson_options.txt"):
+        return "meson"
+    if name.endswith((".cu", ".cuh")):
+        return "cuda"
+    return "cpp"
 
 
 def fence_for(body):
@@ -173,7 +187,7 @@ def process(path, sources, problems):
         where = f"{rel}:{i}"
         try:
             if kind == "snippet":
-                body, lang = sources.snippet(target, region), "cpp"
+                body, lang = sources.snippet(target, region), language(target)
             else:
                 if region is not None:
                     raise DocError("an output marker takes an example's name only, no [region]")

@@ -2,11 +2,18 @@
 // SPDX-FileCopyrightText: 2026 The tether authors
 #include "module.hpp"
 
+#include "../driver/symbols.hpp"
+
 #include <sys/stat.h>
 
 #include <cerrno>
 #include <fstream>
 #include <iterator>
+
+// The simulator's side of tether::kernel (src/sim/core.cpp).
+namespace tether::sim::detail {
+CUkernel registered_kernel(const void* fn, std::string* name);
+}  // namespace tether::sim::detail
 
 namespace tether {
 
@@ -19,6 +26,13 @@ std::string kernel_label(std::string_view name) {
   std::string s = "kernel ";
   s.append(name);
   return s;
+}
+
+void throw_no_module(std::string_view name) {
+  throw UsageError(fmt::format("Kernel::module: kernel '{}' belongs to no Module: it is the program's own "
+                               "__global__ function (tether::kernel(&fn, ctx)), whose code the CUDA runtime keeps "
+                               "loaded; ask has_module() first, or use context() for its context",
+                               name));
 }
 }  // namespace detail
 
@@ -92,26 +106,35 @@ CUfunction Module::function(std::string_view name) const {
 
 namespace {
 
-[[noreturn]] void signature_mismatch(std::string_view name, std::span<const detail::DeclaredParam> declared,
+// The lookup the message names: `Module::kernel("scale")` (a name) or `tether::kernel(saxpy)` (a
+// function).
+struct Lookup {
+  std::string_view call;
+  std::string_view name;
+  bool by_name;
+};
+
+[[noreturn]] void signature_mismatch(const Lookup& lookup, std::span<const detail::DeclaredParam> declared,
                                      std::size_t compiled, std::size_t index, std::size_t compiled_size) {
+  const std::string call = lookup.by_name ? fmt::format("{}(\"{}\")", lookup.call, lookup.name)
+                                          : fmt::format("{}({})", lookup.call, lookup.name);
   if (compiled != declared.size()) {
     std::string list;
     for (const detail::DeclaredParam& d : declared) list += (list.empty() ? "" : ", ") + std::string(d.type);
-    throw UsageError(fmt::format("Module::kernel(\"{}\"): Kernel<{}> declares {} parameter{} but the compiled kernel "
-                                 "takes {}",
-                                 name, list, declared.size(), declared.size() == 1 ? "" : "s", compiled));
+    throw UsageError(fmt::format("{}: Kernel<{}> declares {} parameter{} but the compiled kernel takes {}", call, list,
+                                 declared.size(), declared.size() == 1 ? "" : "s", compiled));
   }
   auto bytes = [](std::size_t n) { return fmt::format("{} byte{}", n, n == 1 ? "" : "s"); };
-  throw UsageError(fmt::format("Module::kernel(\"{}\"): parameter {} is declared as '{}' ({}) but the compiled "
-                               "kernel's parameter {} takes {}",
-                               name, index, declared[index].type, bytes(declared[index].size), index,
+  throw UsageError(fmt::format("{}: parameter {} is declared as '{}' ({}) but the compiled kernel's parameter {} "
+                               "takes {}",
+                               call, index, declared[index].type, bytes(declared[index].size), index,
                                bytes(compiled_size)));
 }
 
 // Compares the declared parameter list with what cuFuncGetParamInfo says about the compiled
 // kernel (the context is current). Why it counts to the end even after a size mismatch: a wrong
 // count is the more useful report. Allocates nothing unless it throws; declared.size() + 1 calls.
-void check_signature(const detail::DriverTable& t, CUfunction f, std::string_view name,
+void check_signature(const detail::DriverTable& t, CUfunction f, const Lookup& lookup,
                      std::span<const detail::DeclaredParam> declared) {
   using detail::Entry;
   if (t.state[detail::index(Entry::cuFuncGetParamInfo)] != detail::EntryState::resolved) return;
@@ -126,14 +149,14 @@ void check_signature(const detail::DriverTable& t, CUfunction f, std::string_vie
     if (r == CUDA_ERROR_NOT_SUPPORTED && count == 0) return;  // this driver cannot describe parameters
     if (r != CUDA_SUCCESS)
       detail::throw_call_error(t, Entry::cuFuncGetParamInfo, r,
-                               fmt::format("checking the parameters of kernel '{}'", name));
+                               fmt::format("checking the parameters of kernel '{}'", lookup.name));
     if (count < declared.size() && bad == none && size != declared[count].size) {
       bad = count;
       bad_size = size;
     }
   }
   if (count > most) return;  // not a driver answer to trust
-  if (count != declared.size() || bad != none) signature_mismatch(name, declared, count, bad, bad_size);
+  if (count != declared.size() || bad != none) signature_mismatch(lookup, declared, count, bad, bad_size);
 }
 
 }  // namespace
@@ -145,9 +168,70 @@ std::shared_ptr<const detail::KernelInfo> Module::kernel_info(std::string_view n
   {
     const detail::ContextState& s = *handle_->deleter().owner;
     detail::ScopedContext scope(s);
-    check_signature(*s.table, f, name, declared);
+    check_signature(*s.table, f, Lookup{"Module::kernel", name, true}, declared);
   }
-  return std::make_shared<const detail::KernelInfo>(*this, f, std::string(name), handle_->deleter().owner->context);
+  return std::make_shared<const detail::KernelInfo>(*this, handle_->deleter().owner, f, std::string(name));
 }
+
+namespace detail {
+
+namespace {
+
+[[noreturn]] void runtime_refused(const RuntimeLookup& lookup, std::string_view call, const char* what, int error,
+                                  std::string_view advice) {
+  const char* name = lookup.error_name ? lookup.error_name(error) : nullptr;
+  const char* text = lookup.error_string ? lookup.error_string(error) : nullptr;
+  throw UsageError(fmt::format("{}: the CUDA runtime's {} failed with {} ({}: {}); {}", call, what,
+                               name ? name : "an unknown error", error, text ? text : "no description", advice));
+}
+
+}  // namespace
+
+std::shared_ptr<const KernelInfo> registered_kernel_info(const Context& ctx, const void* fn,
+                                                         std::span<const DeclaredParam> declared,
+                                                         const RuntimeLookup& lookup) {
+  check_calls_allowed("tether::kernel");
+  if (!fn) throw UsageError("tether::kernel: the function is null; pass the address of a __global__ function (&saxpy)");
+  const ContextPtr& state = state_of(ctx);
+  const DriverTable& t = *state->table;
+  ScopedContext scope(*state);
+  std::string name;
+  CUfunction f = nullptr;
+  if (t.kind == DriverKind::simulated) {
+    // Why not the CUDA runtime here: it needs a real driver; the simulator's twins stand for the
+    // program's kernels, registered per function.
+    CUkernel k = sim::detail::registered_kernel(fn, &name);
+    if (!k)
+      throw UsageError(fmt::format("tether::kernel({}): the simulator has no twin for this function; register one "
+                                   "with tether::sim::register_kernel(&kernel, body) before tether::kernel looks it up",
+                                   function_label(fn)));
+    call<Entry::cuKernelGetFunction>(
+        t, [&] { return fmt::format("getting the function of kernel '{}'", name); }, &f, k);
+  } else {
+    const std::string label = function_label(fn);
+    const std::string what = fmt::format("tether::kernel({})", label);
+    constexpr std::string_view advice =
+        "is the function a __global__ function of a .cu file compiled by nvcc for this GPU (-arch), in this program?";
+    // The runtime's name of a kernel it found ("saxpy", "scale<float>"), else the label.
+    auto runtime_name = [&] {
+      const char* symbol = nullptr;
+      return lookup.function_name(fn, &symbol) == 0 && symbol ? kernel_name_from_symbol(symbol) : label;
+    };
+    if (t.state[index(Entry::cuKernelGetFunction)] == EntryState::resolved) {
+      CUkernel k = nullptr;
+      if (int e = lookup.get_kernel(fn, &k); e != 0) runtime_refused(lookup, what, "cudaGetKernel", e, advice);
+      name = runtime_name();
+      call<Entry::cuKernelGetFunction>(
+          t, [&] { return fmt::format("getting the function of kernel '{}'", name); }, &f, k);
+    } else {
+      if (int e = lookup.get_function(fn, &f); e != 0) runtime_refused(lookup, what, "cudaGetFuncBySymbol", e, advice);
+      name = runtime_name();
+    }
+  }
+  check_signature(t, f, Lookup{"tether::kernel", name, false}, declared);
+  return std::make_shared<const KernelInfo>(state, f, std::move(name));
+}
+
+}  // namespace detail
 
 }  // namespace tether

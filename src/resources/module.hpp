@@ -22,6 +22,8 @@ struct KernelAccess;
 
 // "kernel scale", built out of line for the same reason as buffer_label.
 std::string kernel_label(std::string_view name);
+// Kernel::module of a kernel that has none.
+[[noreturn]] void throw_no_module(std::string_view name);
 
 /// The name of type `T` as the compiler spells it ("double", "float *"), from
 /// `__PRETTY_FUNCTION__`, for messages about declared kernel parameters. A compile-time constant
@@ -152,13 +154,19 @@ namespace tether::detail {
 // module reference that keeps the function's code loaded.
 // Why shared_from_this: a kernel node's handle refers to its KernelInfo without owning it, and an
 // update, which names no kernel, takes a new reference from it (docs/dsl.md, "Updates").
+// A kernel of the CUDA runtime's registration (tether::kernel(&fn)) has no module: the runtime
+// keeps its code loaded until it tears down at exit; `owner` keeps the primary context retained,
+// and with it the function the driver made of the kernel in that context.
 struct KernelInfo : std::enable_shared_from_this<KernelInfo> {
-  KernelInfo(Module m, CUfunction f, std::string n, CUcontext c)
-      : module(std::move(m)), function(f), name(std::move(n)), context(c) {}
-  Module module;
+  KernelInfo(Module m, ContextPtr o, CUfunction f, std::string n)
+      : module(std::move(m)), owner(std::move(o)), function(f), name(std::move(n)), context(owner->context) {}
+  KernelInfo(ContextPtr o, CUfunction f, std::string n)
+      : owner(std::move(o)), function(f), name(std::move(n)), context(owner->context) {}
+  std::optional<Module> module;  // empty for a kernel of the CUDA runtime's registration
+  ContextPtr owner;
   CUfunction function;
   std::string name;
-  CUcontext context;  // the module's, kept here so that building a node does not copy a Context
+  CUcontext context;  // owner's, kept here so that building a node does not copy a Context
 };
 /// What `inspect` shows for the kernel record an updated kernel node keeps: "kernel scale".
 inline std::string tether_owner_label(const std::shared_ptr<const KernelInfo>& k) {
@@ -169,11 +177,14 @@ inline std::string tether_owner_label(const std::shared_ptr<const KernelInfo>& k
 
 TETHER_EXPORT namespace tether {
 
-/// A kernel of a loaded module, typed by its parameter list: `Kernel<float*, float, int>` is a
-/// kernel declared `__global__ void k(float*, float, int)`. Graph builders check launch arguments
-/// against `Args...` at compile time. Copyable (copies share one record); a Kernel keeps its
-/// Module, hence the kernel's code, loaded for as long as any copy lives. Made by
-/// `Module::kernel<Args...>(name)`. Thread safety: immutable; safe to share between threads.
+/// A kernel, typed by its parameter list: `Kernel<float*, float, int>` is a kernel declared
+/// `__global__ void k(float*, float, int)`. Graph builders check launch arguments against
+/// `Args...` at compile time. Copyable (copies share one record); a Kernel is never empty. Made
+/// by `Module::kernel<Args...>(name)`, from a loaded module, which the Kernel keeps loaded for as
+/// long as any copy lives; or, in a `.cu` file compiled by nvcc, by `tether::kernel(&fn, ctx)`
+/// from the program's own `__global__` function, whose code the CUDA runtime keeps loaded until
+/// the program exits (docs/first-program.md). Either way the Kernel keeps its context retained.
+/// Thread safety: immutable; safe to share between threads.
 template <class... Args>
 class Kernel {
   static_assert((!std::is_reference_v<Args> && ...),
@@ -198,11 +209,22 @@ class Kernel {
 
   /// The driver handle of the function, valid while any copy of this Kernel lives.
   CUfunction function() const noexcept { return info_->function; }
-  /// The kernel's name as looked up in the module.
+  /// The kernel's name: as looked up in the module; for `tether::kernel(&fn, ctx)`, the name the
+  /// CUDA runtime gives the function (`cudaFuncGetName`, without its parameter list) or, on the
+  /// simulator, the name of its twin.
   std::string_view name() const noexcept { return info_->name; }
-  /// The module the kernel belongs to.
-  const Module& module() const noexcept { return info_->module; }
-  /// The driver handle of the context the kernel's module was loaded into.
+  /// Whether the kernel belongs to a loaded Module (`Module::kernel`); false for a kernel of the
+  /// CUDA runtime's registration (`tether::kernel(&fn, ctx)`).
+  bool has_module() const noexcept { return info_->module.has_value(); }
+  /// The module the kernel belongs to. Throws UsageError for a kernel made by
+  /// `tether::kernel(&fn, ctx)`, which belongs to none (`has_module()` says which).
+  const Module& module() const {
+    if (!info_->module) detail::throw_no_module(info_->name);
+    return *info_->module;
+  }
+  /// The context the kernel belongs to (its module's, or the one given to `tether::kernel`).
+  Context context() const noexcept { return detail::context_from(info_->owner); }
+  /// The driver handle of the kernel's context.
   CUcontext context_handle() const noexcept { return info_->context; }
 
   /// Whether both name the same function.
@@ -226,7 +248,33 @@ struct KernelAccess {
   static const KernelInfo* info(const Kernel<P...>& k) noexcept {
     return k.info_.get();
   }
+  template <class... P>
+  static Kernel<P...> make(std::shared_ptr<const KernelInfo> info) noexcept {
+    return Kernel<P...>(std::move(info));
+  }
 };
+
+/// The CUDA runtime's lookups of a `__global__` function by address, as `tether::kernel` (compiled
+/// in the user's translation unit, which links the CUDA runtime) hands them to the library, which
+/// itself links no CUDA library and calls them only on the real driver. Each returns the
+/// `cudaError_t` (0: success).
+struct RuntimeLookup {
+  int (*get_kernel)(const void* fn, CUkernel* out);      // cudaGetKernel
+  int (*get_function)(const void* fn, CUfunction* out);  // cudaGetFuncBySymbol, the context current
+  int (*function_name)(const void* fn, const char** out);  // cudaFuncGetName
+  const char* (*error_name)(int error);                  // cudaGetErrorName
+  const char* (*error_string)(int error);                // cudaGetErrorString
+};
+
+/// The record of the kernel of `fn` in `ctx`: on the simulator, the twin registered for `fn`
+/// (tether::sim::register_kernel(&fn, body)), and nothing calls `lookup`; on the real driver,
+/// `lookup.get_kernel` and cuKernelGetFunction with the context pushed (`lookup.get_function`
+/// where the driver lacks cuKernelGetFunction). Checks the compiled parameters against
+/// `declared` as Module::kernel does. Throws UsageError (a null `fn`, no twin, a lookup the CUDA
+/// runtime refuses, a mismatch) or DriverError.
+std::shared_ptr<const KernelInfo> registered_kernel_info(const Context& ctx, const void* fn,
+                                                         std::span<const DeclaredParam> declared,
+                                                         const RuntimeLookup& lookup);
 
 }  // namespace tether::detail
 

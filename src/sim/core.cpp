@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "state.hpp"
+#include "../driver/symbols.hpp"
 
 namespace tether::sim::detail {
 
@@ -38,6 +39,17 @@ struct Violations {
 struct Twins {
   std::mutex mu;
   std::unordered_map<std::string, std::shared_ptr<const Twin>> by_name;
+  // Twins of __global__ functions by the address of their host stub (tether::kernel(&fn)).
+  std::unordered_map<const void*, std::shared_ptr<const Twin>> by_function;
+};
+
+// The simulator's counterpart of the CUDA runtime's registration of a program's kernels: one
+// function per registered address, in no module (nothing unloads it, as nothing unloads the
+// runtime's code before exit), under the objects' mutex. Why the attributes are kept apart: a
+// replaced twin gets a new function, which shares them, as a module's functions of one name do.
+struct Registered {
+  std::unordered_map<const void*, Function*> functions;
+  std::unordered_map<const void*, std::shared_ptr<FuncAttrs>> attrs;
 };
 
 struct Config {
@@ -116,6 +128,7 @@ Counters& counters() { return immortal<Counters>(); }
 Faults& faults() { return immortal<Faults>(); }
 Violations& violations_state() { return immortal<Violations>(); }
 Twins& twins() { return immortal<Twins>(); }
+Registered& registered() { return immortal<Registered>(); }
 Config& config() { return immortal<Config>(); }
 Devices& devices() { return immortal<Devices>(); }
 Memory& memory() { return immortal<Memory>(); }
@@ -1051,6 +1064,30 @@ std::shared_ptr<const Twin> find_twin(std::string_view name) {
   return it == t.by_name.end() ? nullptr : it->second;
 }
 
+// What tether::kernel(&fn, ctx) gets on the simulator instead of the CUDA runtime's cudaGetKernel:
+// the kernel of the twin registered for `fn` (and its name in *name), or nullptr if there is none.
+CUkernel registered_kernel(const void* fn, std::string* name) {
+  std::shared_ptr<const Twin> twin;
+  {
+    Twins& t = twins();
+    std::lock_guard lock(t.mu);
+    auto it = t.by_function.find(fn);
+    if (it == t.by_function.end()) return nullptr;
+    twin = it->second;
+  }
+  Registered& r = registered();
+  std::lock_guard lock(objects().mu);
+  Function*& cached = r.functions[fn];
+  if (!cached || cached->twin != twin) {  // a replaced twin: the old handle keeps running the old one
+    std::shared_ptr<FuncAttrs>& attrs = r.attrs[fn];
+    if (!attrs) attrs = std::make_shared<FuncAttrs>();
+    cached = new Function{twin->name, twin, nullptr, attrs};
+    objects().functions.insert(cached);
+  }
+  *name = cached->name;
+  return reinterpret_cast<CUkernel>(cached);
+}
+
 Function* function_of(CUfunction f) {
   Function* p = reinterpret_cast<Function*>(f);
   if (!p) return nullptr;
@@ -1141,6 +1178,23 @@ bool unregister_kernel(std::string_view name) {
   Twins& t = twins();
   std::lock_guard lock(t.mu);
   return t.by_name.erase(std::string(name)) > 0;
+}
+
+void register_kernel_erased(const void* fn, std::string name, std::vector<ParamInfo> params, TwinBody body) {
+  if (!fn)
+    throw UsageError("tether::sim::register_kernel(fn, body): the function is null; pass the address of the "
+                     "__global__ function (&kernel)");
+  if (name.empty()) name = tether::detail::function_label(fn);
+  auto twin = std::make_shared<const Twin>(Twin{std::move(name), std::move(params), std::move(body)});
+  Twins& t = twins();
+  std::lock_guard lock(t.mu);
+  t.by_function[fn] = std::move(twin);
+}
+
+bool unregister_kernel_erased(const void* fn) noexcept {
+  Twins& t = twins();
+  std::lock_guard lock(t.mu);
+  return t.by_function.erase(fn) > 0;
 }
 
 std::string_view to_string(ViolationKind kind) noexcept {

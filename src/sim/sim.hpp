@@ -93,6 +93,92 @@ void register_kernel(std::string name, F body) {
 /// Removes the twin of `name`; returns whether there was one.
 bool unregister_kernel(std::string_view name);
 
+/// Registers (or replaces) the twin of the function at `fn` with an explicit parameter list: the
+/// type-erased form of `register_kernel(&kernel, ...)`, which computes `params` from the
+/// function's type. `name` is what the simulator calls the kernel (`Kernel::name`,
+/// `LaunchInfo::kernel`, messages); an empty `name` stands for the function's symbol name where
+/// the dynamic linker can find it (see `register_kernel(&kernel, body)`). Throws UsageError for a
+/// null `fn`. Thread safety: safe to call concurrently.
+void register_kernel_erased(const void* fn, std::string name, std::vector<ParamInfo> params, TwinBody body);
+
+/// Removes the twin registered for the function at `fn`; returns whether there was one.
+/// Thread safety: safe to call concurrently.
+bool unregister_kernel_erased(const void* fn) noexcept;
+
+namespace detail {
+// The type-erased body that reads each parameter of `Args...` from `args` and calls `body` with
+// the values, shared by both ways of registering a twin.
+template <class... Args, class F>
+TwinBody twin_body(F body) {
+  static_assert((std::is_trivially_copyable_v<Args> && ...), "kernel parameters must be trivially copyable");
+  return [body = std::move(body)](const LaunchInfo& info, const void* const* args) mutable {
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      body(info, [&] {
+        alignas(Args) std::byte raw[sizeof(Args)];
+        std::memcpy(raw, args[I], sizeof(Args));
+        return *std::launder(reinterpret_cast<Args*>(raw));
+      }()...);
+    }(std::index_sequence_for<Args...>{});
+  };
+}
+// Why a function pointer becomes `const void*`: it is the key the CUDA runtime's own lookup
+// (cudaGetKernel) takes, and what `tether::kernel(&fn)` passes to the library.
+template <class... Args>
+const void* function_key(void (*fn)(Args...)) noexcept {
+  return reinterpret_cast<const void*>(fn);
+}
+}  // namespace detail
+
+/// Registers (or replaces) the twin of the `__global__` function `fn`, found by its address: what
+/// the simulator runs for a kernel that `tether::kernel(&fn, ctx)` (a `.cu` file compiled by nvcc)
+/// looks up, instead of a kernel looked up by name in a loaded module. The parameter list is
+/// `fn`'s own, so the twin cannot disagree with the kernel; `body(info, args...)` runs like the
+/// body of `register_kernel<Args...>(name, body)`. The kernel is named after `fn`'s symbol where
+/// the dynamic linker can find it (a function of a shared library, or of a program linked with
+/// `-rdynamic`), otherwise "kernel at 0x...": give the name with the overload below. The address
+/// of a `__global__` function is that of the host stub nvcc made for it in the translation unit
+/// that instantiates it (a template's stub is local to each such unit), so register a twin, and
+/// look its kernel up, where the kernel is defined. The real driver ignores twins.
+///
+///     // kernels.cu
+///     __global__ void saxpy(float a, const float* x, float* y, int n);
+///     tether::sim::register_kernel(&saxpy, [](const tether::sim::LaunchInfo&, float a,
+///                                             const float* x, float* y, int n) {
+///       for (int i = 0; i < n; ++i) y[i] += a * x[i];
+///     });
+///
+/// Throws UsageError for a null `fn`. Thread safety: safe to call concurrently.
+template <class... Args, class F>
+  requires std::invocable<F&, const LaunchInfo&, Args...>
+void register_kernel(void (*fn)(Args...), F body) {
+  register_kernel_erased(detail::function_key(fn), std::string(),
+                         std::vector<ParamInfo>{ParamInfo{sizeof(Args), std::is_pointer_v<Args>, alignof(Args)}...},
+                         detail::twin_body<Args...>(std::move(body)));
+}
+
+/// Registers (or replaces) the twin of the `__global__` function `fn`, as above, under the name
+/// `name` (what `Kernel::name`, `LaunchInfo::kernel` and messages show on the simulator; the real
+/// driver's name is the CUDA runtime's, `cudaFuncGetName`). Throws UsageError for a null `fn` or
+/// an empty `name`. Thread safety: safe to call concurrently.
+template <class... Args, class F>
+  requires std::invocable<F&, const LaunchInfo&, Args...>
+void register_kernel(void (*fn)(Args...), std::string name, F body) {
+  if (name.empty())
+    throw UsageError("tether::sim::register_kernel(fn, name, body): the name is empty; give the kernel's name, or "
+                     "register without one");
+  register_kernel_erased(detail::function_key(fn), std::move(name),
+                         std::vector<ParamInfo>{ParamInfo{sizeof(Args), std::is_pointer_v<Args>, alignof(Args)}...},
+                         detail::twin_body<Args...>(std::move(body)));
+}
+
+/// Removes the twin registered for the function `fn`; returns whether there was one. A kernel
+/// already looked up keeps running the twin it was made with. Thread safety: safe to call
+/// concurrently.
+template <class... Args>
+bool unregister_kernel(void (*fn)(Args...)) noexcept {
+  return unregister_kernel_erased(detail::function_key(fn));
+}
+
 /// Sets the value of a conditional handle from inside a twin (what `cudaGraphSetConditional`
 /// does in device code). `handle` is the `CUgraphConditionalHandle` value.
 void set_conditional(std::uint64_t handle, unsigned value);
