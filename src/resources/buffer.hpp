@@ -522,17 +522,13 @@ SharedPinnedBuffer<T> PinnedBuffer<T>::share() && {
 template <class T>
 void SharedBuffer<T>::copy_from(const SharedPinnedBuffer<T>& src, const Stream& stream) const {
   if (!src) detail::throw_empty("SharedBuffer::copy_from (the pinned source)", "SharedPinnedBuffer");
-  Owners k = keep();
-  k += Owners{src};
-  memory().copy_async(stream, src.data(), src.bytes(), false, "SharedBuffer", std::move(k));
+  memory().copy_async(stream, src.data(), src.bytes(), false, "SharedBuffer", Owners{*this, src});
 }
 
 template <class T>
 void SharedBuffer<T>::copy_to(const SharedPinnedBuffer<T>& dst, const Stream& stream) const {
   if (!dst) detail::throw_empty("SharedBuffer::copy_to (the pinned destination)", "SharedPinnedBuffer");
-  Owners k = keep();
-  k += Owners{dst};
-  memory().copy_async(stream, dst.data(), dst.bytes(), true, "SharedBuffer", std::move(k));
+  memory().copy_async(stream, dst.data(), dst.bytes(), true, "SharedBuffer", Owners{*this, dst});
 }
 
 template <class T>

@@ -1285,7 +1285,7 @@ TEST_CASE_FIXTURE(Env, "Runtime::driver gives the loaded driver's entry points, 
   CHECK(api.provides("cuMemsetD32Async"));
   CHECK(api.provides("cuStreamGetCaptureInfo"));
   CHECK_FALSE(api.provides("cuNoSuchEntryPoint"));
-  CHECK(api.cuMemsetD32Async == table(rt).get<Entry::cuMemsetD32Async>());
+  CHECK(reinterpret_cast<void*>(api.cuMemsetD32Async) == reinterpret_cast<void*>(table(rt).get<Entry::cuMemsetD32Async>()));
   int version = 0;
   REQUIRE(api.cuDriverGetVersion(&version) == CUDA_SUCCESS);
   CHECK(version == rt.driver_version());
