@@ -201,7 +201,9 @@ Inspection inspect_boxes(const std::shared_ptr<Hierarchy>& h, Box& top,
         n.child = !n.tracked ? ChildKind::other : captured ? ChildKind::captured : ChildKind::embedded;
       if (n.kind == NodeKind::conditional && !n.graphs.empty()) {
         switch (static_cast<CUgraphConditionalNodeType>(cond_type)) {
-          case CU_GRAPH_COND_TYPE_IF: n.conditional = n.graphs.size() == 2 ? ConditionalKind::if_else : ConditionalKind::if_; break;
+          case CU_GRAPH_COND_TYPE_IF:
+            n.conditional = n.graphs.size() == 2 ? ConditionalKind::if_else : ConditionalKind::if_;
+            break;
           case CU_GRAPH_COND_TYPE_WHILE: n.conditional = ConditionalKind::while_; break;
           case CU_GRAPH_COND_TYPE_SWITCH: n.conditional = ConditionalKind::switch_; break;
           default: break;
@@ -411,9 +413,15 @@ detail::BoxRef root_ref(const Graph& g, std::string_view call) {
 }
 }  // namespace
 
-std::vector<Node<>> Graph::nodes() const { return detail::query_nodes(root_ref(*this, "Graph::nodes"), ctx_ ? &*ctx_ : nullptr, "Graph::nodes"); }
-std::vector<Node<>> Graph::roots() const { return detail::query_roots(root_ref(*this, "Graph::roots"), ctx_ ? &*ctx_ : nullptr, "Graph::roots"); }
-std::vector<Edge> Graph::edges() const { return detail::query_edges(root_ref(*this, "Graph::edges"), ctx_ ? &*ctx_ : nullptr, "Graph::edges"); }
+std::vector<Node<>> Graph::nodes() const {
+  return detail::query_nodes(root_ref(*this, "Graph::nodes"), ctx_ ? &*ctx_ : nullptr, "Graph::nodes");
+}
+std::vector<Node<>> Graph::roots() const {
+  return detail::query_roots(root_ref(*this, "Graph::roots"), ctx_ ? &*ctx_ : nullptr, "Graph::roots");
+}
+std::vector<Edge> Graph::edges() const {
+  return detail::query_edges(root_ref(*this, "Graph::edges"), ctx_ ? &*ctx_ : nullptr, "Graph::edges");
+}
 GraphRef Graph::child(const Node<>& node) const {
   return detail::query_child(root_ref(*this, "Graph::child"), ctx_ ? &*ctx_ : nullptr, node, "Graph::child");
 }

@@ -36,9 +36,10 @@ std::string_view type_name() noexcept {
   return f.substr(b, e == std::string_view::npos ? std::string_view::npos : e - b);
 }
 
-// "SharedBuffer<float>[64]", and ' "x"' after it for a named buffer. Why not inline operator+: an importer of the module that did not
-// include <string> itself cannot see std::operator+ at the point where a buffer's label template is
-// instantiated (in its translation unit), so the label is built out of line.
+// "SharedBuffer<float>[64]", and ' "x"' after it for a named buffer. Why not inline operator+: an
+// importer of the module that did not include <string> itself cannot see std::operator+ at the
+// point where a buffer's label template is instantiated (in its translation unit), so the label is
+// built out of line.
 std::string buffer_label(std::string_view kind, std::string_view type, std::size_t size, std::string_view name = {});
 
 // A buffer's user-given name (`named`): checked, and stored with its allocation.

@@ -127,7 +127,8 @@ TEST_CASE_FIXTURE(Fixture, "every member of a moved-from or reset Graph throws U
   }
 }
 
-TEST_CASE_FIXTURE(Fixture, "every member of a default-constructed Graph throws UsageError naming Graph and saying moved from or empty, context() included") {
+TEST_CASE_FIXTURE(Fixture, "every member of a default-constructed Graph throws UsageError naming Graph and saying moved "
+                           "from or empty, context() included") {
   Graph source{ctx};
   Node<EmptyNode> node;
   source.edit([&](Edit& e) { node = e.empty(); });
@@ -158,7 +159,8 @@ TEST_CASE_FIXTURE(Fixture, "every member of a default-constructed Graph throws U
   each_holds(observations);
 }
 
-TEST_CASE_FIXTURE(Fixture, "a default-constructed GraphExec is empty: every member throws UsageError naming GraphExec, and an executable can be assigned to it") {
+TEST_CASE_FIXTURE(Fixture, "a default-constructed GraphExec is empty: every member throws UsageError naming GraphExec, "
+                           "and an executable can be assigned to it") {
   AllKinds a = all_kinds();
   GraphExec exec;
   SharedBuffer<float> z = buffer(8, 0.0f);
@@ -332,6 +334,15 @@ TEST_CASE_FIXTURE(Fixture, "every use of an empty Stream throws UsageError namin
           {"Stream::launch(kernel, ...)", [&] { s.launch(k.fill, Grid{1}, Block{8}, a.x, 1.0f, 8); }},
           {"Stream::memset(dst, value)", [&] { s.memset(a.x, 1.0f); }},
           {"Stream::memcpy(dst, src)", [&] { s.memcpy(a.x, a.x); }},
+          {"SharedBuffer::copy_to(span, s)", [&] {
+             std::vector<float> h(1);
+             a.x.copy_to(h, s);
+           }},
+          {"SharedBuffer::copy_from(span, s)", [&] {
+             std::vector<float> h(1, 1.0f);
+             a.x.copy_from(h, s);
+           }},
+          {"SharedBuffer::copy_to(0 elements, s)", [&] { a.x.copy_to(std::span<float>{}, s); }},
           {"Stream::host(fn)", [&] { s.host([] {}); }},
           {"Stream::record(event)", [&] { s.record(ev); }},
           {"Stream::wait(event)", [&] { s.wait(ev); }},
@@ -357,8 +368,20 @@ namespace {
 
 /// The members of buffer type B that need an allocation.
 template <class B>
-Table buffer_members(B& b) {
+Table buffer_members(B& b, const Stream& stream) {
   Table t;
+  if constexpr (std::is_same_v<B, SharedBuffer<float>>) {
+    t.push_back({"copy_from(1 element, stream)", [&b, &stream] {
+                   std::vector<float> h(1, 1.0f);
+                   b.copy_from(h, stream);
+                 }});
+    t.push_back({"copy_from(0 elements, stream)", [&b, &stream] { b.copy_from(std::span<const float>{}, stream); }});
+    t.push_back({"copy_to(1 element, stream)", [&b, &stream] {
+                   std::vector<float> h(1);
+                   b.copy_to(h, stream);
+                 }});
+    t.push_back({"copy_to(0 elements, stream)", [&b, &stream] { b.copy_to(std::span<float>{}, stream); }});
+  }
   if constexpr (requires { b.copy_from(std::span<const typename B::value_type>{}); }) {
     t.push_back({"copy_from(1 element)", [&b] {
                    std::vector<float> h(1, 1.0f);
@@ -389,7 +412,8 @@ Observations buffer_observations(B& b) {
 /// Family over one buffer type: each state, each member.
 /// Each state starts from a default-constructed B and `make` gives a live one.
 template <class B>
-void buffer_family(const std::string& type, const std::function<B()>& make, const States<B>& states) {
+void buffer_family(const std::string& type, const std::function<B()>& make, const States<B>& states,
+                   const Stream& stream) {
   States<B> all = {{"default-constructed", [](B&) {}}};
   for (const auto& [state, make_empty] : states)
     all.push_back({state, [make, make_empty](B& b) {
@@ -400,7 +424,7 @@ void buffer_family(const std::string& type, const std::function<B()>& make, cons
     SUBCASE((type + ", " + state).c_str()) {
       B b;
       make_empty(b);
-      each_throws(buffer_members(b), {type, kEmpty}, {}, type + ", " + state + " / ");
+      each_throws(buffer_members(b, stream), {type, kEmpty}, {}, type + ", " + state + " / ");
       each_holds(buffer_observations(b), type + ", " + state + " / ");
     }
   }
@@ -420,7 +444,8 @@ TEST_CASE_FIXTURE(Fixture, "every member of an empty device or pinned buffer thr
                                             CUdeviceptr p = b.release();
                                             auto adopt = DeviceBuffer<float>::from_native_handle(c, p, n);  // frees it
                                           }},
-                                     });
+                                     },
+                                     stream);
   buffer_family<PinnedBuffer<float>>("PinnedBuffer", [c] { return c.alloc_pinned<float>(4); },
                                      {
                                          {"moved from", [](PinnedBuffer<float>& b) { auto sink = std::move(b); }},
@@ -431,16 +456,19 @@ TEST_CASE_FIXTURE(Fixture, "every member of an empty device or pinned buffer thr
                                             float* p = b.release();
                                             auto adopt = PinnedBuffer<float>::from_native_handle(c, p, n);
                                           }},
-                                     });
+                                     },
+                                     stream);
   buffer_family<SharedBuffer<float>>("SharedBuffer", [c] { return c.alloc<float>(4).share(); },
                                      {
                                          {"moved from", [](SharedBuffer<float>& b) { auto sink = std::move(b); }},
-                                     });
+                                     },
+                                     stream);
   buffer_family<SharedPinnedBuffer<float>>(
       "SharedPinnedBuffer", [c] { return c.alloc_pinned<float>(4).share(); },
       {
           {"moved from", [](SharedPinnedBuffer<float>& b) { auto sink = std::move(b); }},
-      });
+      },
+      stream);
 }
 
 TEST_CASE_FIXTURE(Fixture, "an empty buffer as a kernel argument, memset destination or memcpy end throws UsageError saying moved from or empty") {
