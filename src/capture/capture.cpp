@@ -715,6 +715,7 @@ NodeRecord* CaptureAccess::end_into(Capture& c, Transaction& tx, Box& box, std::
       CUgraph child = nullptr;
       call<Entry::cuGraphChildGraphNodeGetGraph>(t, "finding a captured region's graph", rec->node, &child);
       Box& b = h.add_box(child, &box, rec, BoxKind::child);
+      b.captured = true;  // inspect: a captured region, not an embedded copy
       *made = &b;
       publish_into(*st, b);
     });

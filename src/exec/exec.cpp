@@ -323,8 +323,8 @@ GraphExec Graph::instantiate(const InstantiateOptions& options) const {
   h->check_usable();
   const bool single_instance = detail::has_conditional_nodes(*h);
   if (single_instance) detail::check_single_instance(*h, "Graph::instantiate");
-  detail::ScopedContext scope(drv, ctx_.get());
-  auto state = std::make_shared<detail::ExecState>(ctx_);
+  detail::ScopedContext scope(drv, ctx().get());
+  auto state = std::make_shared<detail::ExecState>(ctx());
   state->drv = &drv;
   state->source = h;
   state->single_instance = single_instance;

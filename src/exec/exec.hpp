@@ -85,9 +85,11 @@ bool wait_released(const Context& ctx, std::chrono::milliseconds timeout = std::
 /// by `reclaim(stream)`). So per node at most one current version plus one per launch not yet
 /// known complete is alive, whatever the number of updates, streams or threads.
 ///
-/// Empty state: moved from, or after `reset()`: `operator bool` is false, `get()` null,
-/// `live_node_versions()` 0, every other member throws UsageError ("... this GraphExec is moved
-/// from or empty").
+/// Empty state: default-constructed, moved from, or after `reset()`: `operator bool` is false,
+/// `get()` null, `live_node_versions()` 0, every other member throws UsageError ("... this
+/// GraphExec is moved from or empty"). Assign an executable to an empty one to use it
+/// (`exec = graph.instantiate();`), so a GraphExec can be a member of a class that instantiates
+/// later.
 ///
 /// Thread safety: launches, updates and enable/disable of one executable are serialised by tether
 /// (the driver does not allow them concurrently on one executable); different executables are
@@ -97,6 +99,8 @@ bool wait_released(const Context& ctx, std::chrono::milliseconds timeout = std::
 class GraphExec : public NodeUpdates<GraphExec> {
  public:
   using NodeUpdates<GraphExec>::update;
+  /// An empty executable (see "Empty state"); no driver call. Since 0.5.
+  GraphExec() noexcept = default;
   GraphExec(GraphExec&&) noexcept;
   GraphExec& operator=(GraphExec&&) noexcept;
   GraphExec(const GraphExec&) = delete;

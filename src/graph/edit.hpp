@@ -411,6 +411,17 @@ class BasicEdit : public Builder<BasicEdit<InBody>, InBody>, public NodeUpdates<
   void remove(const Node<K>& node) {
     tx()->remove(check(node, "the node to remove"));
   }
+  /// Names `node` (a node of this graph, or of an embedded graph or body of it, committed or
+  /// added by this edit): `inspect` (NodeInfo::name) and `to_dot` show the name. An empty name
+  /// removes it. Like every change of an edit, the name is visible after commit and undone by a
+  /// rollback; clones and embedded copies made afterwards carry it. No driver call. Returns `node`,
+  /// for `auto axpy = e.name(e.launch(...), "axpy");`. Throws UsageError for an invalid handle, a
+  /// node of another graph, or a name with a control character (newline, tab, ...). Since 0.5.
+  template <class K>
+  Node<K> name(const Node<K>& node, std::string name) {
+    tx("Edit::name")->name(check(node, "Edit::name: the node to name"), std::move(name), "Edit::name");
+    return node;
+  }
   /// Adds the edge from -> to (cuGraphAddDependencies), undone on rollback.
   template <class A, class B>
   void connect(const Node<A>& from, const Node<B>& to) {

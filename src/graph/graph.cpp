@@ -167,7 +167,7 @@ Graph::Graph(const Context& ctx) : ctx_(ctx) {
 
 Edit Graph::edit() const {
   const auto& h = live("Graph::edit");
-  return Edit(h, &h->root(), ctx_);
+  return Edit(h, &h->root(), ctx());
 }
 
 Graph Graph::clone() const {
@@ -178,7 +178,7 @@ Graph Graph::clone() const {
   origin->source = h_;
   origin->generations.reserve(origin->pairs.size());
   for (auto& [src, copy] : origin->pairs) origin->generations.push_back(copy->generation.load());
-  Graph g(ctx_, std::move(h));
+  Graph g(ctx(), std::move(h));
   g.origin_ = std::move(origin);
   return g;
 }
@@ -204,7 +204,7 @@ detail::NodeRef Graph::find_ref(const detail::NodeRef& source) const {
 
 GraphRef Graph::ref() const {
   const auto& h = live("Graph::ref");
-  return detail::GraphAccess::graph_ref({h, &h->root()}, ctx_);
+  return detail::GraphAccess::graph_ref({h, &h->root()}, ctx());
 }
 std::size_t Graph::node_count() const {
   const auto& h = live("Graph::node_count");

@@ -195,10 +195,14 @@ TETHER_EXPORT namespace tether {
 /// (cuGraphDestroy); owners are released when the last consumer — clone, executable, in-flight
 /// launch — is gone.
 ///
-/// Empty state: a moved-from Graph, or one after `reset()`, is empty (`operator bool` is false).
-/// On an empty Graph `edit`, `clone`, `find`, `instantiate`, `ref` and `node_count` throw
-/// UsageError ("... this Graph is moved from or empty"), as does passing it to `embed`, `replace`
-/// or an executable's `update`; `get()` returns null; `context()` stays valid.
+/// Empty state: a default-constructed Graph, a moved-from one, or one after `reset()`, is empty
+/// (`operator bool` is false). On an empty Graph `edit`, `clone`, `find`, `instantiate`, `ref`,
+/// `node_count`, `nodes`, `roots`, `edges`, `child`, `bodies` and `anonymous_owners` throw
+/// UsageError ("... this Graph is moved from or empty"), as do `inspect`, `to_dot` and passing it
+/// to `embed`, `replace` or an executable's `update`; `get()` returns null. `context()` stays valid
+/// on a moved-from or reset Graph, and throws UsageError on a default-constructed one (it never had
+/// a context). Assign a graph to an empty one to use it (`g = tether::Graph(ctx);`), so a Graph can
+/// be a member of a class that makes its graph later.
 ///
 /// Host callables: a callable that captures its own graph's executable keeps that graph alive
 /// forever (a reference cycle through the graph's owners; node handles and views do not, being
@@ -210,6 +214,8 @@ TETHER_EXPORT namespace tether {
 /// UsageError instead of a deadlock. No member may be called inside a host callback (UsageError).
 class Graph {
  public:
+  /// An empty Graph holding no graph and no context (see "Empty state"); no driver call. Since 0.5.
+  Graph() noexcept = default;
   /// An empty graph in `ctx` (cuGraphCreate). Throws DriverError, UsageError inside a host callback.
   explicit Graph(const Context& ctx);
   Graph(Graph&&) noexcept = default;
@@ -288,14 +294,21 @@ class Graph {
   /// could not identify, and `Capture::keeping`. They are released with the graph (and with the
   /// last clone or executable of it). Clones count the same. Throws UsageError if empty.
   std::size_t anonymous_owners() const;
-  /// The context the graph was made in.
-  const Context& context() const noexcept { return ctx_; }
+  /// The context the graph was made in (also after a move or `reset()`). Throws UsageError for a
+  /// default-constructed Graph, which has none.
+  const Context& context() const {
+    if (!ctx_) [[unlikely]]
+      detail::throw_empty("Graph::context", "Graph");
+    return *ctx_;
+  }
 
  private:
   friend struct detail::GraphAccess;
   template <class, bool>
   friend class Builder;
   Graph(Context ctx, std::shared_ptr<detail::Hierarchy> h) : ctx_(std::move(ctx)), h_(std::move(h)) {}
+  /// The context, for members that checked `live` first (a live Graph always has one).
+  const Context& ctx() const noexcept { return *ctx_; }
   detail::NodeRef find_ref(const detail::NodeRef& source) const;
   /// The hierarchy; throws UsageError naming `call` when empty.
   const std::shared_ptr<detail::Hierarchy>& live(std::string_view call) const {
@@ -304,7 +317,9 @@ class Graph {
     return h_;
   }
 
-  Context ctx_;
+  // Why optional: a default-constructed Graph has no context, and a Context is never empty. A
+  // moved-from Graph keeps its copy (moving a Context copies it).
+  std::optional<Context> ctx_;
   std::shared_ptr<detail::Hierarchy> h_;
   struct Origin;
   std::shared_ptr<const Origin> origin_;

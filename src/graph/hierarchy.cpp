@@ -265,6 +265,7 @@ void Hierarchy::free_record(NodeRecord* r) noexcept {
   // The record may be recycled for a node that owns other graphs: no stale index entry.
   if (owns_graphs(r->type)) owned.erase(r);
   if (!untracked.empty()) untracked.erase(r);
+  if (!names.empty()) names.erase(r);
   r->node = nullptr;
   r->box = nullptr;
   r->current = nullptr;
@@ -393,6 +394,7 @@ void rekey(Hierarchy& dst, Box& copy_root_box, const Box& src,
         db->parent = parent_copy;
         db->owner = owner_copy;
         db->kind = BoxKind::child;
+        db->captured = sb.captured;
         boxmap.emplace_back(&sb, db);
       }
       for (NodeRecord* r = sb.first; r; r = r->next) {
@@ -405,6 +407,8 @@ void rekey(Hierarchy& dst, Box& copy_root_box, const Box& src,
         c->current = r->current;
         if (r->type == CU_GRAPH_NODE_TYPE_GRAPH || r->type == CU_GRAPH_NODE_TYPE_CONDITIONAL) owners[r] = c;
         if (!src.hierarchy->untracked.empty() && src.hierarchy->untracked.count(r)) dst.untracked.insert(c);
+        if (!src.hierarchy->names.empty())
+          if (auto it = src.hierarchy->names.find(r); it != src.hierarchy->names.end()) dst.names[c] = it->second;
         if (map) (*map)[r] = c;
         if (pairs) pairs->emplace_back(r, c);
       }

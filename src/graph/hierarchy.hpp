@@ -56,6 +56,10 @@ struct Box {
   NodeRecord* last = nullptr;
   std::size_t node_count = 0;
   Box* next_owned = nullptr;     // the next box with the same owner node (if/else, switch bodies)
+  // What `inspect` tells about the graph: for a body, its conditional node's CUgraphConditionalNodeType;
+  // for a child graph, whether it holds a captured region (Edit::capture) rather than an embedded copy.
+  std::uint8_t conditional_type = 0;
+  bool captured = false;
   // Owners retained on this graph by no node (captured work tether could not attribute, and
   // Capture::keeping): released with the graph. Guarded by the hierarchy's lock.
   std::size_t anonymous_owners = 0;
@@ -179,6 +183,9 @@ struct Hierarchy {
   // Records of nodes tether did not make (an adopted graph's, other code's captured work): they own
   // nothing, and `inspect` says so. Empty for most hierarchies; a record leaves it when freed.
   std::unordered_set<const NodeRecord*> untracked;
+  // User-given node names (`Edit::name`), shown by `inspect`; set inside a transaction, which
+  // restores them on rollback. Empty for most hierarchies; a record leaves it when freed.
+  std::unordered_map<const NodeRecord*, std::string> names;
 
   /// Takes ownership of `root` (destroyed with the hierarchy) and registers it.
   static std::shared_ptr<Hierarchy> adopt(const DriverTable& drv, CUgraph root);

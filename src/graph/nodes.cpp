@@ -177,7 +177,10 @@ NodeRecord* add_conditional(Transaction& tx, Box& box, std::span<NodeRecord* con
   std::vector<Box*> made;
   made.reserve(d.size());
   NodeRecord* r = tx.add(box, deps, d.params(), std::move(owners), ConditionalDesc::noun, [&](Hierarchy& h, NodeRecord* rec) {
-    for (unsigned i = 0; i < d.size(); ++i) made.push_back(&h.add_box(d.body(i), &box, rec, BoxKind::body));
+    for (unsigned i = 0; i < d.size(); ++i) {
+      made.push_back(&h.add_box(d.body(i), &box, rec, BoxKind::body));
+      made.back()->conditional_type = static_cast<std::uint8_t>(d.params().conditional.type);
+    }
   });
   if (bodies) *bodies = std::move(made);
   return r;

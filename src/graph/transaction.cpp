@@ -34,6 +34,7 @@ void Transaction::throw_capturing() {
 
 void Transaction::finish() noexcept {
   ops_.clear();
+  names_before_.clear();
   arena_.clear();
   done_ = true;
   h_->mu.unlock();  // from any thread: an edit dropped elsewhere rolls back and unlocks there
@@ -189,6 +190,24 @@ void Transaction::remove_now(NodeRecord* r) noexcept {
   release_from(drv, g, current, "releasing the owners of a removed node");  // ... then the reference
 }
 
+void Transaction::name(NodeRecord* r, std::string name, std::string_view what) {
+  for (char c : name)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+      throw UsageError(fmt::format("{}: the name \"{}\" has a control character (code {}); use printable characters",
+                                   what, name, static_cast<int>(static_cast<unsigned char>(c))));
+  auto it = h_->names.find(r);
+  names_before_.emplace_back(r, it == h_->names.end() ? std::nullopt : std::optional<std::string>(it->second));
+  try {
+    if (name.empty())
+      h_->names.erase(r);
+    else
+      h_->names[r] = std::move(name);
+  } catch (...) {
+    names_before_.pop_back();
+    throw;
+  }
+}
+
 void Transaction::commit() noexcept {
   if (done_) return;
   const DriverTable& drv = *h_->drv;
@@ -279,6 +298,18 @@ void Transaction::rollback() noexcept {
   if (done_) return;
   {
     std::unique_lock publishing(h_->publish_mu);
+    // Names first: an added node's record is freed (and its name dropped) by its undo below.
+    for (auto it = names_before_.rbegin(); it != names_before_.rend(); ++it) {
+      if (!it->second) {
+        h_->names.erase(it->first);
+        continue;
+      }
+      try {
+        h_->names[it->first] = std::move(*it->second);
+      } catch (...) {
+        h_->names.erase(it->first);  // out of memory: the node loses its name, nothing else
+      }
+    }
     for (auto it = ops_.rbegin(); it != ops_.rend(); ++it) undo_one(*it);
   }
   finish();

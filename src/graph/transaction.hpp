@@ -65,6 +65,9 @@ class Transaction {
   /// Adds / removes the edge from -> to now (undone on rollback).
   void connect(NodeRecord* from, NodeRecord* to);
   void disconnect(NodeRecord* from, NodeRecord* to);
+  /// Names `r` (an empty name removes its name); restored on rollback. `what` names the call.
+  /// Throws UsageError for a name with a control character, std::bad_alloc (nothing changed).
+  void name(NodeRecord* r, std::string name, std::string_view what);
 
   /// Publishes every change, then releases superseded versions and applies removals. Never
   /// throws; a removal the driver refuses leaves that node in place and is reported through the
@@ -105,6 +108,8 @@ class Transaction {
   std::shared_ptr<Hierarchy> h_;
   std::thread::id thread_;  // the thread that opened it: the only one that may use it
   std::vector<Op> ops_;
+  // Names replaced by `name`, with their previous value (none: the node had no name), in order.
+  std::vector<std::pair<NodeRecord*, std::optional<std::string>>> names_before_;
   Arena arena_;
   bool done_ = false;
   bool capturing_ = false;

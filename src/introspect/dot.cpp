@@ -94,7 +94,17 @@ class DotWriter {
     Style s = style_of(n.kind);
     std::string label = fmt::format("{}: {}", n.index, to_string(n.kind));
     if (!n.label.empty()) label += " " + n.label;
+    if (!n.name.empty()) label += fmt::format(" \"{}\"", n.name);
+    if (n.conditional == ConditionalKind::switch_)
+      label += fmt::format(" switch ({} case{})", n.graphs.size(), n.graphs.size() == 1 ? "" : "s");
+    else if (n.conditional != ConditionalKind::none)
+      label += fmt::format(" {}", to_string(n.conditional));
+    if (n.child == ChildKind::captured) label += " (captured region)";
+    if (n.child == ChildKind::embedded) label += " (embedded copy)";
     label += "\n";
+    if (n.grid && n.block)
+      label += fmt::format("grid ({},{},{}) block ({},{},{})\n", n.grid->x, n.grid->y, n.grid->z, n.block->x, n.block->y,
+                           n.block->z);
     if (o_.owners)
       for (const std::string& o : n.owners) label += "owns " + o + "\n";
     if (!n.tracked) label += "(not made by tether)\n";
@@ -136,9 +146,9 @@ class DotWriter {
 
   void cluster(std::size_t gi, const NodeInfo& owner, std::size_t c, const std::string& pad) {
     const GraphInfo& g = in_.graphs[c];
-    std::string label = g.role == GraphInfo::Role::body
-                            ? fmt::format("body {} of node {}", body_index(owner, c), owner.index)
-                            : fmt::format("child graph of node {}", owner.index);
+    std::string label = g.role == GraphInfo::Role::body ? fmt::format("{} of node {}", body_name(owner, c), owner.index)
+                        : owner.child == ChildKind::captured ? fmt::format("captured region of node {}", owner.index)
+                                                             : fmt::format("child graph of node {}", owner.index);
     out_ += fmt::format("{}subgraph cluster_g{} {{\n", pad, c);
     out_ += fmt::format("{}  label=\"{}\"; style=\"rounded,dashed\"; color=\"#777777\";\n", pad, quoted(label));
     graph(c, pad + "  ");
@@ -152,6 +162,18 @@ class DotWriter {
     for (std::size_t i = 0; i < owner.graphs.size(); ++i)
       if (owner.graphs[i] == c) return i;
     return 0;
+  }
+  // "then body", "else body", "while body", "case 2"; "body 1" for a conditional of unknown kind.
+  static std::string body_name(const NodeInfo& owner, std::size_t c) {
+    const std::size_t i = body_index(owner, c);
+    switch (owner.conditional) {
+      case ConditionalKind::if_: return "then body";
+      case ConditionalKind::if_else: return i == 0 ? "then body" : "else body";
+      case ConditionalKind::while_: return "while body";
+      case ConditionalKind::switch_: return fmt::format("case {}", i);
+      case ConditionalKind::none: break;
+    }
+    return fmt::format("body {}", i);
   }
 
   const Inspection& in_;

@@ -171,17 +171,43 @@ Inspection inspect_boxes(const std::shared_ptr<Hierarchy>& h, Box& top,
       n.index = g.nodes.size();
       n.kind = kind_of(r->type);
       n.tracked = h->untracked.empty() || !h->untracked.count(r);
+      if (!h->names.empty())
+        if (auto it = h->names.find(r); it != h->names.end()) n.name = it->second;
       if (r->current) r->current->describe(n.owners);
+      if (n.kind == NodeKind::kernel) {
+        // Best effort: a picture is still worth having if the driver does not answer.
+        CUDA_KERNEL_NODE_PARAMS kp{};
+        if (raw<Entry::cuGraphKernelNodeGetParams>(drv, r->node, &kp) == CUDA_SUCCESS) {
+          n.grid = Grid{kp.gridDimX, kp.gridDimY, kp.gridDimZ};
+          n.block = Block{kp.blockDimX, kp.blockDimY, kp.blockDimZ};
+        }
+      }
       if (n.kind == NodeKind::kernel)
         for (const std::string& o : n.owners)
           if (o.starts_with("kernel ")) {
             n.label = o.substr(7);
             break;
           }
+      std::uint8_t cond_type = 0;
+      bool captured = false;
       for (Box* c = owns_graphs(r->type) ? owned_by(*h, r) : nullptr; c; c = c->next_owned) {
         if (c->retired.load(std::memory_order_acquire)) continue;
         n.graphs.push_back(boxes.size());
         boxes.push_back(c);
+        cond_type = c->conditional_type;
+        captured = c->captured;
+      }
+      if (n.kind == NodeKind::child_graph)
+        n.child = !n.tracked ? ChildKind::other : captured ? ChildKind::captured : ChildKind::embedded;
+      if (n.kind == NodeKind::conditional && !n.graphs.empty()) {
+        switch (static_cast<CUgraphConditionalNodeType>(cond_type)) {
+          case CU_GRAPH_COND_TYPE_IF:
+            n.conditional = n.graphs.size() == 2 ? ConditionalKind::if_else : ConditionalKind::if_;
+            break;
+          case CU_GRAPH_COND_TYPE_WHILE: n.conditional = ConditionalKind::while_; break;
+          case CU_GRAPH_COND_TYPE_SWITCH: n.conditional = ConditionalKind::switch_; break;
+          default: break;
+        }
       }
       index.emplace(r->node, n.index);
       if (where) (*where)[r] = {gi, n.index};
@@ -202,6 +228,20 @@ Inspection inspect_boxes(const std::shared_ptr<Hierarchy>& h, Box& top,
         in.graphs[c].parent_node = n.index;
       }
   return in;
+}
+
+std::string node_details(const NodeInfo& n) {
+  std::string s;
+  if (!n.name.empty()) s += fmt::format(" \"{}\"", n.name);
+  if (n.grid && n.block)
+    s += fmt::format(" <<<({},{},{}), ({},{},{})>>>", n.grid->x, n.grid->y, n.grid->z, n.block->x, n.block->y, n.block->z);
+  if (n.conditional != ConditionalKind::none) {
+    s += fmt::format(" {}", to_string(n.conditional));
+    if (n.conditional == ConditionalKind::switch_)
+      s += fmt::format(" ({} case{})", n.graphs.size(), n.graphs.size() == 1 ? "" : "s");
+  }
+  if (n.child != ChildKind::none) s += fmt::format(" ({})", to_string(n.child));
+  return s;
 }
 
 std::string describe_node(const NodeRef& n) {
@@ -237,6 +277,27 @@ std::string_view to_string(NodeKind k) noexcept {
     case NodeKind::other: return "other";
   }
   return "other";
+}
+
+std::string_view to_string(ConditionalKind k) noexcept {
+  switch (k) {
+    case ConditionalKind::none: return "none";
+    case ConditionalKind::if_: return "if";
+    case ConditionalKind::if_else: return "if/else";
+    case ConditionalKind::while_: return "while";
+    case ConditionalKind::switch_: return "switch";
+  }
+  return "none";
+}
+
+std::string_view to_string(ChildKind k) noexcept {
+  switch (k) {
+    case ChildKind::none: return "none";
+    case ChildKind::embedded: return "embedded";
+    case ChildKind::captured: return "captured";
+    case ChildKind::other: return "other";
+  }
+  return "none";
 }
 
 std::string_view to_string(GraphInfo::Role r) noexcept {
@@ -283,6 +344,7 @@ std::string join(const std::vector<std::string>& v) {
 std::string to_string(const NodeInfo& n) {
   std::string s(to_string(n.kind));
   if (!n.label.empty()) s += " " + n.label;
+  s += detail::node_details(n);
   if (!n.dependencies.empty()) {
     s += " <- [";
     for (std::size_t i = 0; i < n.dependencies.size(); ++i) s += (i ? ", " : "") + std::to_string(n.dependencies[i]);
@@ -351,14 +413,20 @@ detail::BoxRef root_ref(const Graph& g, std::string_view call) {
 }
 }  // namespace
 
-std::vector<Node<>> Graph::nodes() const { return detail::query_nodes(root_ref(*this, "Graph::nodes"), &ctx_, "Graph::nodes"); }
-std::vector<Node<>> Graph::roots() const { return detail::query_roots(root_ref(*this, "Graph::roots"), &ctx_, "Graph::roots"); }
-std::vector<Edge> Graph::edges() const { return detail::query_edges(root_ref(*this, "Graph::edges"), &ctx_, "Graph::edges"); }
+std::vector<Node<>> Graph::nodes() const {
+  return detail::query_nodes(root_ref(*this, "Graph::nodes"), ctx_ ? &*ctx_ : nullptr, "Graph::nodes");
+}
+std::vector<Node<>> Graph::roots() const {
+  return detail::query_roots(root_ref(*this, "Graph::roots"), ctx_ ? &*ctx_ : nullptr, "Graph::roots");
+}
+std::vector<Edge> Graph::edges() const {
+  return detail::query_edges(root_ref(*this, "Graph::edges"), ctx_ ? &*ctx_ : nullptr, "Graph::edges");
+}
 GraphRef Graph::child(const Node<>& node) const {
-  return detail::query_child(root_ref(*this, "Graph::child"), &ctx_, node, "Graph::child");
+  return detail::query_child(root_ref(*this, "Graph::child"), ctx_ ? &*ctx_ : nullptr, node, "Graph::child");
 }
 std::vector<BodyRef> Graph::bodies(const Node<>& node) const {
-  return detail::query_bodies(root_ref(*this, "Graph::bodies"), &ctx_, node, "Graph::bodies");
+  return detail::query_bodies(root_ref(*this, "Graph::bodies"), ctx_ ? &*ctx_ : nullptr, node, "Graph::bodies");
 }
 
 template <bool InBody>

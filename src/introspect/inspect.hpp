@@ -32,6 +32,27 @@ enum class NodeKind : std::uint8_t {
 /// "kernel", "memcpy", ..., "child_graph", "conditional", "other".
 std::string_view to_string(NodeKind k) noexcept;
 
+/// The kind of a conditional node (`NodeInfo::conditional`). Since 0.5.
+enum class ConditionalKind : std::uint8_t {
+  none,     ///< not a conditional node, or one tether did not make (the driver does not say)
+  if_,      ///< CU_GRAPH_COND_TYPE_IF with one body (`Edit::if_`)
+  if_else,  ///< CU_GRAPH_COND_TYPE_IF with two bodies (`Edit::if_else`)
+  while_,   ///< CU_GRAPH_COND_TYPE_WHILE (`Edit::while_`)
+  switch_,  ///< CU_GRAPH_COND_TYPE_SWITCH (`Edit::switch_`): one body per case
+};
+/// "none", "if", "if/else", "while", "switch". Since 0.5.
+std::string_view to_string(ConditionalKind k) noexcept;
+
+/// Where the graph of a child graph node came from (`NodeInfo::child`). Since 0.5.
+enum class ChildKind : std::uint8_t {
+  none,      ///< not a child graph node
+  embedded,  ///< an embedded copy of a graph (`Edit::embed`, `Edit::replace`)
+  captured,  ///< a captured region (`Edit::capture`): the graph a stream capture made
+  other,     ///< a child graph node tether did not make (an adopted graph's, other code's captured work)
+};
+/// "none", "embedded", "captured", "other". Since 0.5.
+std::string_view to_string(ChildKind k) noexcept;
+
 /// One node of an inspected graph.
 struct NodeInfo {
   Node<> node;             ///< a handle to it (non-owning, like every node handle)
@@ -40,6 +61,19 @@ struct NodeInfo {
   /// A kernel node's function name ("scale") where tether knows it (its version owns the kernel);
   /// otherwise empty.
   std::string label;
+  /// The node's name, given with `Edit::name`; empty when it has none. Since 0.5.
+  std::string name;
+  /// A kernel node's launch dimensions, as the driver holds them (cuGraphKernelNodeGetParams): the
+  /// grid in blocks and the block in threads. Empty for other kinds (and if the driver does not
+  /// answer). Since 0.5.
+  std::optional<Grid> grid;
+  std::optional<Block> block;
+  /// A conditional node's kind (if, if/else, while, switch; `graphs` lists its bodies, so a
+  /// switch has `graphs.size()` cases); `none` for other kinds. Since 0.5.
+  ConditionalKind conditional = ConditionalKind::none;
+  /// A child graph node's origin: an embedded copy or a captured region; `none` for other kinds.
+  /// Since 0.5.
+  ChildKind child = ChildKind::none;
   /// Indices, in the same `GraphInfo::nodes`, of the nodes this one depends on (cuGraphGetEdges).
   std::vector<std::size_t> dependencies;
   /// The owners of the node's current version, one label each ("SharedBuffer<float>[1024]",
@@ -156,10 +190,15 @@ void debug_dot_print(const Graph& graph, const std::string& path, unsigned flags
 
 namespace tether::detail {
 std::string describe_node(const NodeRef& n);
+/// What `to_string(NodeInfo)` writes after the kind and label: name, grid and block, conditional
+/// kind, child origin (each where known).
+std::string node_details(const NodeInfo& n);
 }  // namespace tether::detail
 
 TETHER_EXPORT namespace tether {
-/// One line: "kernel scale <- [0, 1] owns {kernel scale, SharedBuffer<float>[1024]}".
+/// One line: `kernel scale "axpy" <<<(4,1,1), (256,1,1)>>> <- [0, 1] owns {kernel scale,
+/// SharedBuffer<float>[1024] "x"}` (name, grid and block where known), `conditional while`,
+/// `conditional switch (3 cases)`, `child_graph (captured)`.
 std::string to_string(const NodeInfo& node);
 /// One line per graph and per node, indented by depth; for an executable, its launches and versions.
 std::string to_string(const Inspection& inspection);

@@ -2,6 +2,8 @@
 // SPDX-FileCopyrightText: 2026 The tether authors
 #include "buffer.hpp"
 
+#include "../capture/capture.hpp"
+
 #include <limits>
 
 namespace tether::detail {
@@ -98,6 +100,41 @@ void DeviceMemory::fill_bytes(unsigned char value, const char* kind) const {
                           address(), value, bytes_);
 }
 
+void DeviceMemory::copy_async(const Stream& s, void* host, std::size_t n, bool to_host, const char* kind,
+                              Owners&& keep) const {
+  const char* op = to_host ? "copy_to" : "copy_from";
+  check_fits(static_cast<bool>(handle_), n, bytes_, kind, op);
+  const ContextState& bs = *handle_.deleter().owner;
+  const std::string what = fmt::format("{}::{}", kind, op);
+  const ContextState& ss = StreamAccess::state(s, what.c_str());
+  if (ss.table != bs.table || ss.context != bs.context)
+    throw UsageError(fmt::format("{}: the stream belongs to another context than the buffer; copy on a stream of the "
+                                 "buffer's context",
+                                 what));
+  if (n == 0) return;
+  CUgraphNodeParams p{};
+  p.type = CU_GRAPH_NODE_TYPE_MEMCPY;
+  p.memcpy.copyCtx = bs.context;
+  CUDA_MEMCPY3D& c = p.memcpy.copyParams;
+  if (to_host) {
+    c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    c.srcDevice = address();
+    c.dstMemoryType = CU_MEMORYTYPE_HOST;
+    c.dstHost = host;
+  } else {
+    c.srcMemoryType = CU_MEMORYTYPE_HOST;
+    c.srcHost = host;
+    c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    c.dstDevice = address();
+  }
+  c.WidthInBytes = n;
+  c.Height = 1;
+  c.Depth = 1;
+  // Why through submit: the stream work of Stream::memcpy, with its ownership (the burst, or the
+  // captured node's version) and its capture handling.
+  (void)submit(s, p, nullptr, std::move(keep), to_host ? "SharedBuffer::copy_to" : "SharedBuffer::copy_from");
+}
+
 HostMemory::HostMemory(const Context& ctx, std::size_t count, std::size_t elem_size, std::string_view type) {
   check_calls_allowed("Context::alloc_pinned");
   std::size_t n = checked_bytes(count, elem_size, type, "pinned host memory");
@@ -121,11 +158,22 @@ Context HostMemory::context(const char* kind) const {
   return context_from(handle_.deleter().owner);
 }
 
-std::string buffer_label(std::string_view kind, std::string_view type, std::size_t size) {
+std::string buffer_label(std::string_view kind, std::string_view type, std::size_t size, std::string_view name) {
   std::string s;
-  s.reserve(kind.size() + type.size() + 24);
+  s.reserve(kind.size() + type.size() + name.size() + 28);
   s.append(kind).append("<").append(type).append(">[").append(std::to_string(size)).append("]");
+  if (!name.empty()) s.append(" \"").append(name).append("\"");
   return s;
+}
+
+std::string checked_name(std::string name, bool owned, const char* kind) {
+  if (!owned) throw_empty(fmt::format("{}::named", kind), kind);
+  for (char c : name)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+      throw UsageError(fmt::format("{}::named: the name \"{}\" has a control character (code {}); use printable "
+                                   "characters",
+                                   kind, name, static_cast<int>(static_cast<unsigned char>(c))));
+  return name;
 }
 
 }  // namespace tether::detail

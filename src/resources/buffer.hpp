@@ -8,6 +8,7 @@
 #include "../config.hpp"
 #include "../prelude.hpp"
 #include "context.hpp"
+#include "stream.hpp"
 #include "unique_handle.hpp"
 
 namespace tether::detail {
@@ -49,10 +50,14 @@ std::string_view type_name() noexcept {
   return f.substr(b, e == std::string_view::npos ? std::string_view::npos : e - b);
 }
 
-// "SharedBuffer<float>[64]". Why not inline operator+: an importer of the module that did not
-// include <string> itself cannot see std::operator+ at the point where a buffer's label template is
-// instantiated (in its translation unit), so the label is built out of line.
-std::string buffer_label(std::string_view kind, std::string_view type, std::size_t size);
+// "SharedBuffer<float>[64]", and ' "x"' after it for a named buffer. Why not inline operator+: an
+// importer of the module that did not include <string> itself cannot see std::operator+ at the
+// point where a buffer's label template is instantiated (in its translation unit), so the label is
+// built out of line.
+std::string buffer_label(std::string_view kind, std::string_view type, std::size_t size, std::string_view name = {});
+
+// A buffer's user-given name (`named`): checked, and stored with its allocation.
+std::string checked_name(std::string name, bool owned, const char* kind);
 
 // One device allocation, untyped. Move-only; moved-from is empty with zero bytes.
 class DeviceMemory {
@@ -67,10 +72,11 @@ class DeviceMemory {
                std::unique_ptr<PooledFree, DropPooledFree> pooled) noexcept
       : handle_(adopt, FreeDevice{std::move(owner), std::move(pooled)}), bytes_(adopt ? bytes : 0) {}
   DeviceMemory(DeviceMemory&& other) noexcept
-      : handle_(std::move(other.handle_)), bytes_(std::exchange(other.bytes_, 0)) {}
+      : handle_(std::move(other.handle_)), bytes_(std::exchange(other.bytes_, 0)), name_(std::exchange(other.name_, {})) {}
   DeviceMemory& operator=(DeviceMemory&& other) noexcept {
     handle_ = std::move(other.handle_);  // frees what this held first
     bytes_ = std::exchange(other.bytes_, 0);
+    name_ = std::exchange(other.name_, {});
     return *this;
   }
 
@@ -82,23 +88,33 @@ class DeviceMemory {
   void copy_from(const void* src, std::size_t n, const char* kind) const;  // cuMemcpyHtoD
   void copy_to(void* dst, std::size_t n, const char* kind) const;          // cuMemcpyDtoH
   void fill_bytes(unsigned char value, const char* kind) const;            // cuMemsetD8
+  // cuMemcpyDtoHAsync (to_host) or cuMemcpyHtoDAsync of the first `n` bytes on `s`, keeping
+  // `keep` (the typed buffer) until the stream has passed it, or with the captured node.
+  void copy_async(const Stream& s, void* host, std::size_t n, bool to_host, const char* kind, Owners&& keep) const;
+
+  const std::string& name() const noexcept { return name_; }
+  void set_name(std::string name, const char* kind) { name_ = checked_name(std::move(name), bool(handle_), kind); }
 
   CUdeviceptr release() noexcept {
     bytes_ = 0;
+    name_.clear();
     return handle_.release();
   }
   void reset() noexcept {
     handle_.reset();
     bytes_ = 0;
+    name_.clear();
   }
   void swap(DeviceMemory& other) noexcept {
     handle_.swap(other.handle_);
     std::swap(bytes_, other.bytes_);
+    name_.swap(other.name_);
   }
 
  private:
   UniqueHandle<CUdeviceptr, FreeDevice> handle_;
   std::size_t bytes_ = 0;
+  std::string name_;  // `named`; immutable once the memory is shared
 };
 
 // One page-locked host allocation, untyped. Move-only; moved-from is empty with zero bytes.
@@ -109,10 +125,12 @@ class HostMemory {
   HostMemory(const Context& ctx, std::size_t count, std::size_t elem_size, std::string_view type);
   // Adopts an allocation made in ctx; never calls the driver.
   HostMemory(const Context& ctx, void* adopt, std::size_t bytes) noexcept;
-  HostMemory(HostMemory&& other) noexcept : handle_(std::move(other.handle_)), bytes_(std::exchange(other.bytes_, 0)) {}
+  HostMemory(HostMemory&& other) noexcept
+      : handle_(std::move(other.handle_)), bytes_(std::exchange(other.bytes_, 0)), name_(std::exchange(other.name_, {})) {}
   HostMemory& operator=(HostMemory&& other) noexcept {
     handle_ = std::move(other.handle_);  // frees what this held first
     bytes_ = std::exchange(other.bytes_, 0);
+    name_ = std::exchange(other.name_, {});
     return *this;
   }
 
@@ -121,22 +139,29 @@ class HostMemory {
   explicit operator bool() const noexcept { return static_cast<bool>(handle_); }
   Context context(const char* kind) const;
 
+  const std::string& name() const noexcept { return name_; }
+  void set_name(std::string name, const char* kind) { name_ = checked_name(std::move(name), bool(handle_), kind); }
+
   void* release() noexcept {
     bytes_ = 0;
+    name_.clear();
     return handle_.release();
   }
   void reset() noexcept {
     handle_.reset();
     bytes_ = 0;
+    name_.clear();
   }
   void swap(HostMemory& other) noexcept {
     handle_.swap(other.handle_);
     std::swap(bytes_, other.bytes_);
+    name_.swap(other.name_);
   }
 
  private:
   UniqueHandle<void*, FreeHost> handle_;
   std::size_t bytes_ = 0;
+  std::string name_;  // `named`; immutable once the memory is shared
 };
 
 template <class T>
@@ -153,6 +178,14 @@ class SharedBuffer;
 template <class T>
 class SharedPinnedBuffer;
 
+/// Synchronous copies (`copy_from(span)`, `copy_to(span)`): they return once the copy is done as
+/// far as the host is concerned (`copy_to`'s data is in `dst`; `copy_from`'s `src` may be reused),
+/// and they are ordered after work on the legacy default stream only. They do NOT wait for work
+/// queued on other streams, and `Context::make_stream()` makes non-blocking streams: after
+/// `exec.launch(stream)`, `x.copy_to(h)` may read the buffer before the launch wrote it (stale
+/// data, no error), and `x.copy_from(h)` may overwrite it while queued work still reads it. Call
+/// `stream.synchronize()` first, or use the stream-ordered overloads of SharedBuffer.
+///
 /// An owned device allocation of `size()` elements of `T` (`cuMemAlloc` through
 /// `Context::alloc<T>(n)`; freed with `cuMemFreeAsync` when dropped (since 0.5; docs/design/attachments.md, "Blocking driver calls"); or stream-ordered
 /// from a memory pool through `Stream::alloc_buffer<T>(n[, pool])`, freed with `cuMemFreeAsync`
@@ -165,8 +198,12 @@ class SharedPinnedBuffer;
 /// whose RELAXED capture mode keeps other threads' captures intact (so the memory is returned to
 /// the driver shortly after the last owner goes, not inside `reset`). Unlike `cuMemFree`, the free
 /// does not wait for work on other streams: work that uses the memory through `unowned` must be
-/// finished before the last owner goes;
-/// a pool buffer's `cuMemFreeAsync` is queued at once (on the reclaimer inside a host callback).
+/// finished before the last owner goes; a pool buffer's `cuMemFreeAsync` is queued at once (on
+/// the reclaimer inside a host callback).
+/// A DeviceBuffer has no stream-ordered copy: nothing could keep a uniquely owned buffer alive
+/// until the stream reached the copy; share it (`std::move(b).share()`) and copy the SharedBuffer.
+/// Names: `named("x")` gives the buffer a name that `inspect` and `to_dot` show in its owner label
+/// (`DeviceBuffer<float>[1024] "x"`); it moves with the allocation and is kept by `share()`.
 template <class T>
 class DeviceBuffer {
   static_assert(std::is_trivially_copyable_v<T>,
@@ -174,9 +211,10 @@ class DeviceBuffer {
                 "constructors, assignments and destructor would never run");
 
  public:
-  /// What `inspect` shows for a buffer a node owns: "DeviceBuffer<float>[1024]".
+  /// What `inspect` shows for a buffer a node owns: "DeviceBuffer<float>[1024]", with ` "x"` after
+  /// it for a buffer named "x".
   friend std::string tether_owner_label(const DeviceBuffer& b) {
-    return detail::buffer_label("DeviceBuffer", detail::type_name<T>(), b.size());
+    return detail::buffer_label("DeviceBuffer", detail::type_name<T>(), b.size(), b.name());
   }
   using value_type = T;
 
@@ -201,18 +239,54 @@ class DeviceBuffer {
   /// The number of bytes (0 when empty).
   std::size_t bytes() const noexcept { return mem_.bytes(); }
 
-  /// Copies `src` to the start of the buffer (`cuMemcpyHtoD`, synchronous, context pushed).
-  /// Throws UsageError if `src` has more elements than the buffer, DriverError.
+  /// Copies `src` to the start of the buffer (`cuMemcpyHtoD`, synchronous, context pushed; see
+  /// "Synchronous copies" above: it does not wait for non-blocking streams). Nothing happens for an
+  /// empty `src`. Throws UsageError if the buffer is empty or `src` has more elements than it,
+  /// DriverError.
   void copy_from(std::span<const T> src) { mem_.copy_from(src.data(), src.size_bytes(), "DeviceBuffer"); }
   /// Copies the first `dst.size()` elements of the buffer to `dst` (`cuMemcpyDtoH`, synchronous,
-  /// context pushed). Throws UsageError if `dst` has more elements than the buffer, DriverError.
+  /// context pushed; it does not wait for non-blocking streams: see "Synchronous copies" above).
+  /// Throws UsageError if the buffer is empty or `dst` has more elements than it, DriverError.
   void copy_to(std::span<T> dst) const { mem_.copy_to(dst.data(), dst.size_bytes(), "DeviceBuffer"); }
+  /// Refused at compile time: see the class comment (share the buffer, then copy on the stream).
+  template <class S>
+    requires std::is_same_v<S, Stream>
+  void copy_from(std::span<const T>, const S&) {
+    static_assert(!std::is_same_v<S, S>,
+                  "DeviceBuffer::copy_from(span, stream): a stream-ordered copy keeps its buffer alive until the "
+                  "stream has run it, which a uniquely owned DeviceBuffer cannot allow: share it "
+                  "(auto x = std::move(buffer).share();) and call x.copy_from(span, stream)");
+  }
+  /// Refused at compile time: see the class comment (share the buffer, then copy on the stream).
+  template <class S>
+    requires std::is_same_v<S, Stream>
+  void copy_to(std::span<T>, const S&) const {
+    static_assert(!std::is_same_v<S, S>,
+                  "DeviceBuffer::copy_to(span, stream): a stream-ordered copy keeps its buffer alive until the "
+                  "stream has run it, which a uniquely owned DeviceBuffer cannot allow: share it "
+                  "(auto x = std::move(buffer).share();) and call x.copy_to(span, stream)");
+  }
   /// Sets every byte of the buffer to `value` (`cuMemsetD8`, context pushed). Throws UsageError
   /// when empty, DriverError.
   void fill_bytes(unsigned char value) { mem_.fill_bytes(value, "DeviceBuffer"); }
 
   /// The context the memory belongs to. Throws UsageError when empty.
   Context context() const { return mem_.context("DeviceBuffer"); }
+
+  /// Names the buffer (shown by `inspect` and `to_dot`; an empty name removes it) and returns it,
+  /// for `auto x = ctx.alloc<float>(n).named("x");`. The name moves with the allocation, is kept
+  /// by `share()` (and fixed from then on), and is dropped by `reset` and `release`. Throws
+  /// UsageError when empty or for a name with a control character (newline, tab, ...). Since 0.5.
+  DeviceBuffer& named(std::string name) & {
+    mem_.set_name(std::move(name), "DeviceBuffer");
+    return *this;
+  }
+  DeviceBuffer&& named(std::string name) && {
+    mem_.set_name(std::move(name), "DeviceBuffer");
+    return std::move(*this);
+  }
+  /// The buffer's name (empty when it has none, or when the buffer is empty). Since 0.5.
+  std::string_view name() const noexcept { return mem_.name(); }
 
   /// Turns the buffer into shared ownership of the same allocation; this buffer is left empty.
   /// Throws std::bad_alloc (the buffer is then unchanged).
@@ -245,9 +319,10 @@ class DeviceBuffer {
 template <class T>
 class SharedBuffer {
  public:
-  /// What `inspect` shows for a buffer a node owns: "SharedBuffer<float>[1024]".
+  /// What `inspect` shows for a buffer a node owns: "SharedBuffer<float>[1024]", with ` "x"` after
+  /// it for a buffer named "x".
   friend std::string tether_owner_label(const SharedBuffer& b) {
-    return detail::buffer_label("SharedBuffer", detail::type_name<T>(), b.size());
+    return detail::buffer_label("SharedBuffer", detail::type_name<T>(), b.size(), b.name());
   }
   using value_type = T;
 
@@ -263,14 +338,52 @@ class SharedBuffer {
   /// The number of bytes (0 when empty).
   std::size_t bytes() const noexcept { return mem_ ? mem_->bytes() : 0; }
 
-  /// Copies `src` to the start of the buffer (`cuMemcpyHtoD`). Throws like DeviceBuffer's.
+  /// Copies `src` to the start of the buffer (`cuMemcpyHtoD`, synchronous; it does not wait for
+  /// non-blocking streams: see "Synchronous copies" above DeviceBuffer). Throws like DeviceBuffer's.
   void copy_from(std::span<const T> src) const { memory().copy_from(src.data(), src.size_bytes(), "SharedBuffer"); }
-  /// Copies the start of the buffer to `dst` (`cuMemcpyDtoH`). Throws like DeviceBuffer's.
+  /// Copies the start of the buffer to `dst` (`cuMemcpyDtoH`, synchronous; it does not wait for
+  /// non-blocking streams: after `exec.launch(stream)` synchronize first, or use
+  /// `copy_to(dst, stream)`). Throws like DeviceBuffer's.
   void copy_to(std::span<T> dst) const { memory().copy_to(dst.data(), dst.size_bytes(), "SharedBuffer"); }
+
+  /// Stream-ordered copy of `src` to the start of the buffer (`cuMemcpyHtoDAsync` on `stream`): it
+  /// runs after the work queued on `stream` before it and before the work queued after it. The
+  /// buffer is kept alive until the stream has run the copy (stream work owns its operands, as
+  /// `Stream::memcpy`); `src` is not owned: it must stay valid and unchanged until then (for
+  /// pageable memory the driver may copy it before returning; for pinned memory it reads it when
+  /// the stream gets there). Inside a stream capture the copy becomes a memcpy node of the captured
+  /// graph, which keeps the buffer, and `src` is read at every launch of that graph. Nothing is
+  /// queued for an empty `src`. Throws UsageError (naming this call) for an empty buffer or stream,
+  /// a `src` with more elements than the buffer, a stream of another context, or inside a host
+  /// callback, all before any driver call; DriverError. Since 0.5.
+  void copy_from(std::span<const T> src, const Stream& stream) const {
+    memory().copy_async(stream, const_cast<T*>(src.data()), src.size_bytes(), false, "SharedBuffer", keep());
+  }
+  /// Stream-ordered copy of the first `dst.size()` elements of the buffer to `dst`
+  /// (`cuMemcpyDtoHAsync` on `stream`): `exec.launch(stream); x.copy_to(h, stream);
+  /// stream.synchronize();` reads what the launch wrote. `dst` holds the data once the stream has
+  /// passed the copy (synchronize the stream, or an event recorded after it); until then it must
+  /// stay valid and must not be read. The buffer is kept alive until then. Captures and errors as
+  /// `copy_from(src, stream)`. Since 0.5.
+  void copy_to(std::span<T> dst, const Stream& stream) const {
+    memory().copy_async(stream, dst.data(), dst.size_bytes(), true, "SharedBuffer", keep());
+  }
+  /// Stream-ordered copy of the first `src.size()` elements of a pinned buffer to the start of this
+  /// one (`cuMemcpyHtoDAsync`), keeping both buffers alive until the stream has run it: the fully
+  /// owned form of `copy_from(span, stream)`. Throws as that, and UsageError for an empty `src`.
+  /// Since 0.5.
+  void copy_from(const SharedPinnedBuffer<T>& src, const Stream& stream) const;
+  /// Stream-ordered copy of the first `dst.size()` elements of this buffer into a pinned buffer
+  /// (`cuMemcpyDtoHAsync`), keeping both alive until the stream has run it. Throws as
+  /// `copy_to(span, stream)`, and UsageError for an empty `dst`. Since 0.5.
+  void copy_to(const SharedPinnedBuffer<T>& dst, const Stream& stream) const;
   /// Sets every byte to `value` (`cuMemsetD8`). Throws UsageError when empty, DriverError.
   void fill_bytes(unsigned char value) const { memory().fill_bytes(value, "SharedBuffer"); }
   /// The context the memory belongs to. Throws UsageError when empty.
   Context context() const { return memory().context("SharedBuffer"); }
+  /// The buffer's name, given before it was shared (`DeviceBuffer::named`); empty when it has none
+  /// or the SharedBuffer is empty. Since 0.5.
+  std::string_view name() const noexcept { return mem_ ? std::string_view(mem_->name()) : std::string_view(); }
 
   /// The number of SharedBuffers sharing the allocation (0 when empty); approximate under
   /// concurrent copies, like `std::shared_ptr::use_count`.
@@ -287,6 +400,8 @@ class SharedBuffer {
     static const detail::DeviceMemory empty;
     return mem_ ? *mem_ : empty;
   }
+  // What a stream-ordered copy keeps: this buffer (nothing for an empty one, which is refused).
+  Owners keep() const { return mem_ ? Owners{*this} : Owners{}; }
 
   std::shared_ptr<const detail::DeviceMemory> mem_;
 };
@@ -304,9 +419,10 @@ class PinnedBuffer {
                 "byte, so T's constructors and destructor would never run");
 
  public:
-  /// What `inspect` shows for a buffer a node owns: "PinnedBuffer<float>[1024]".
+  /// What `inspect` shows for a buffer a node owns: "PinnedBuffer<float>[1024]", with ` "x"` after
+  /// it for a buffer named "x".
   friend std::string tether_owner_label(const PinnedBuffer& b) {
-    return detail::buffer_label("PinnedBuffer", detail::type_name<T>(), b.size());
+    return detail::buffer_label("PinnedBuffer", detail::type_name<T>(), b.size(), b.name());
   }
   using value_type = T;
 
@@ -333,6 +449,19 @@ class PinnedBuffer {
   std::span<const T> span() const noexcept { return {data(), size()}; }
   /// The context the memory belongs to. Throws UsageError when empty.
   Context context() const { return mem_.context("PinnedBuffer"); }
+
+  /// Names the buffer, as `DeviceBuffer::named` (shown by `inspect` and `to_dot`, kept by
+  /// `share()`). Throws UsageError when empty or for a name with a control character. Since 0.5.
+  PinnedBuffer& named(std::string name) & {
+    mem_.set_name(std::move(name), "PinnedBuffer");
+    return *this;
+  }
+  PinnedBuffer&& named(std::string name) && {
+    mem_.set_name(std::move(name), "PinnedBuffer");
+    return std::move(*this);
+  }
+  /// The buffer's name (empty when it has none, or when the buffer is empty). Since 0.5.
+  std::string_view name() const noexcept { return mem_.name(); }
 
   /// Turns the buffer into shared ownership of the same allocation; this buffer is left empty.
   /// Throws std::bad_alloc (the buffer is then unchanged).
@@ -361,9 +490,10 @@ class PinnedBuffer {
 template <class T>
 class SharedPinnedBuffer {
  public:
-  /// What `inspect` shows for a buffer a node owns: "SharedPinnedBuffer<float>[1024]".
+  /// What `inspect` shows for a buffer a node owns: "SharedPinnedBuffer<float>[1024]", with ` "x"`
+  /// after it for a buffer named "x".
   friend std::string tether_owner_label(const SharedPinnedBuffer& b) {
-    return detail::buffer_label("SharedPinnedBuffer", detail::type_name<T>(), b.size());
+    return detail::buffer_label("SharedPinnedBuffer", detail::type_name<T>(), b.size(), b.name());
   }
   using value_type = T;
 
@@ -383,6 +513,9 @@ class SharedPinnedBuffer {
     if (!mem_) detail::throw_empty("SharedPinnedBuffer");
     return mem_->context("SharedPinnedBuffer");
   }
+  /// The buffer's name, given before it was shared (`PinnedBuffer::named`); empty when it has none
+  /// or the SharedPinnedBuffer is empty. Since 0.5.
+  std::string_view name() const noexcept { return mem_ ? std::string_view(mem_->name()) : std::string_view(); }
 
   /// The number of SharedPinnedBuffers sharing the allocation (0 when empty).
   long use_count() const noexcept { return mem_.use_count(); }
@@ -411,6 +544,18 @@ SharedBuffer<T> DeviceBuffer<T>::share() && {
 template <class T>
 SharedPinnedBuffer<T> PinnedBuffer<T>::share() && {
   return SharedPinnedBuffer<T>(std::make_shared<const detail::HostMemory>(std::move(mem_)));
+}
+
+template <class T>
+void SharedBuffer<T>::copy_from(const SharedPinnedBuffer<T>& src, const Stream& stream) const {
+  if (!src) detail::throw_empty("SharedBuffer::copy_from (the pinned source)", "SharedPinnedBuffer");
+  memory().copy_async(stream, src.data(), src.bytes(), false, "SharedBuffer", Owners{*this, src});
+}
+
+template <class T>
+void SharedBuffer<T>::copy_to(const SharedPinnedBuffer<T>& dst, const Stream& stream) const {
+  if (!dst) detail::throw_empty("SharedBuffer::copy_to (the pinned destination)", "SharedPinnedBuffer");
+  memory().copy_async(stream, dst.data(), dst.bytes(), true, "SharedBuffer", Owners{*this, dst});
 }
 
 template <class T>

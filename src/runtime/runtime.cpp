@@ -19,7 +19,33 @@ const detail::DriverTable* g_cuda = nullptr;  // never freed: see Runtime's docu
 
 std::atomic<bool> g_announced{false};
 
+// The public view of each driver table (Runtime::driver): at most two tables exist (the real
+// driver's and the simulator's), each never freed, so their views are never freed either.
+std::mutex g_api_mutex;
+std::vector<const DriverApi*>* g_apis = nullptr;
+
 }  // namespace
+
+bool DriverApi::provides(std::string_view name) const noexcept {
+  if (!table) return false;
+  std::optional<detail::Entry> e = detail::find_entry(name);
+  return e && table->state[detail::index(*e)] == detail::EntryState::resolved;
+}
+
+const DriverApi& Runtime::driver() const {
+  std::lock_guard lock(g_api_mutex);
+  if (!g_apis) g_apis = new std::vector<const DriverApi*>();
+  for (const DriverApi* a : *g_apis)
+    if (a->table == table_) return *a;
+  auto api = std::make_unique<DriverApi>();
+#define TETHER_ENTRY(name, ver) api->name = table_->get<detail::Entry::name>();
+#include "../driver/entry_points.inc"
+#undef TETHER_ENTRY
+  api->table = table_;
+  g_apis->reserve(g_apis->size() + 1);
+  g_apis->push_back(api.get());
+  return *api.release();
+}
 
 Runtime Runtime::cuda() {
   detail::watch_fork();

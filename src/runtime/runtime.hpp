@@ -4,6 +4,7 @@
 
 #include "../config.hpp"
 #include "../prelude.hpp"
+#include "../driver/api.hpp"
 #include "../driver/table.hpp"
 
 namespace tether {
@@ -56,6 +57,12 @@ class Runtime {
   /// made in it lives (`Context::primary(*this, ordinal)`). Throws UsageError for an ordinal out
   /// of range, DriverError if the driver refuses. Defined in resources/context.cpp.
   Context context(int ordinal) const;
+
+  /// The driver's entry points, for raw driver calls through the driver this runtime uses (the
+  /// simulator's functions when it is selected): `rt.driver().cuStreamGetCaptureInfo(s.get(), ...)`.
+  /// See DriverApi. Built on first use per driver and kept until the process exits; the reference
+  /// stays valid as long. Throws std::bad_alloc (first use only). Since 0.5.
+  const DriverApi& driver() const;
 
   friend bool operator==(const Runtime& a, const Runtime& b) noexcept { return a.table_ == b.table_; }
 

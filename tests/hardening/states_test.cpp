@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "hardening/families.hpp"
+#include "support/messages.hpp"
 
 using namespace tether;
 using namespace tether_test;
@@ -52,6 +53,59 @@ TEST_CASE("the contract's new declarations exist (wait_released, Graph::reset, G
                 "GraphExec has no explicit operator bool");
 }
 
+namespace {
+
+/// The members of a GraphExec that need an executable; `a` gives the nodes, `z` a buffer.
+Table exec_members(GraphExec& exec, Fixture::AllKinds& a, SharedBuffer<float>& z, const Stream& stream) {
+  return {
+      {"launch(s)", [&] { exec.launch(stream); }},
+      {"upload(s)", [&] { exec.upload(stream); }},
+      {"update(graph)", [&] { (void)exec.update(a.g); }},
+      {"update_or_reinstantiate(graph)", [&] { (void)exec.update_or_reinstantiate(a.g); }},
+      {"update(kernel_node, ...)", [&] { exec.update(a.kernel, Grid{1}, Block{8}, z, 1.0f, 8); }},
+      {"update(memset_node, ...)", [&] { exec.update(a.memset, z, 1.0f); }},
+      {"update(memcpy_node, ...)", [&] { exec.update(a.memcpy, z, a.x); }},
+      {"update(host_node, fn)", [&] { exec.update(a.host, [] {}); }},
+      {"update(record_node, event)", [&] { exec.update(a.record, a.ev); }},
+      {"update(wait_node, event)", [&] { exec.update(a.wait, a.ev); }},
+      {"update(child_node, graph)", [&] { exec.update(a.embedded, a.child); }},
+      {"enable(node, false)", [&] { exec.enable(a.kernel, false); }},
+      {"enabled(node)", [&] { (void)exec.enabled(a.kernel); }},
+      {"reclaim(s)", [&] { exec.reclaim(stream); }},
+      {"tether::inspect(exec)", [&] { (void)inspect(exec); }},
+      {"tether::to_dot(exec)", [&] { (void)to_dot(exec); }},
+  };
+}
+
+}  // namespace
+
+namespace {
+
+/// The members of a Graph that need a graph (`node` is a node of another graph, for find/child/bodies).
+Table graph_members(Graph& g, const Node<EmptyNode>& node, const Stream& stream) {
+  return {
+      {"edit()", [&] { Edit e = g.edit(); }},
+      {"edit(fn)", [&] { g.edit([](Edit&) {}); }},
+      {"clone()", [&] { (void)g.clone(); }},
+      {"find(node)", [&] { (void)g.find(node); }},
+      {"instantiate()", [&] { (void)g.instantiate(); }},
+      {"instantiate(options)", [&] { (void)g.instantiate(InstantiateOptions{.upload = &stream}); }},
+      {"ref()", [&] { (void)g.ref(); }},
+      {"node_count()", [&] { (void)g.node_count(); }},
+      {"nodes()", [&] { (void)g.nodes(); }},
+      {"roots()", [&] { (void)g.roots(); }},
+      {"edges()", [&] { (void)g.edges(); }},
+      {"child(node)", [&] { (void)g.child(node); }},
+      {"bodies(node)", [&] { (void)g.bodies(node); }},
+      {"anonymous_owners()", [&] { (void)g.anonymous_owners(); }},
+      {"tether::inspect(g)", [&] { (void)inspect(g); }},
+      {"tether::to_dot(g)", [&] { (void)to_dot(g); }},
+      {"tether::debug_dot_print(g, path)", [&] { debug_dot_print(g, "/tmp/tether_never_written.dot"); }},
+  };
+}
+
+}  // namespace
+
 TEST_CASE_FIXTURE(Fixture, "every member of a moved-from or reset Graph throws UsageError naming Graph and saying moved from or empty") {
   // A node of another graph and its clone, for find().
   Graph source{ctx};
@@ -62,25 +116,7 @@ TEST_CASE_FIXTURE(Fixture, "every member of a moved-from or reset Graph throws U
       Graph g{ctx};
       g.edit([&](Edit& e) { e.empty(); });
       expect_ok([&] { make_empty(g); });
-      const Table members = {
-          {"edit()", [&] { Edit e = g.edit(); }},
-          {"edit(fn)", [&] { g.edit([](Edit&) {}); }},
-          {"clone()", [&] { (void)g.clone(); }},
-          {"find(node)", [&] { (void)g.find(node); }},
-          {"instantiate()", [&] { (void)g.instantiate(); }},
-          {"instantiate(options)", [&] { (void)g.instantiate(InstantiateOptions{.upload = &stream}); }},
-          {"ref()", [&] { (void)g.ref(); }},
-          {"node_count()", [&] { (void)g.node_count(); }},
-          {"nodes()", [&] { (void)g.nodes(); }},
-          {"roots()", [&] { (void)g.roots(); }},
-          {"edges()", [&] { (void)g.edges(); }},
-          {"child(node)", [&] { (void)g.child(node); }},
-          {"bodies(node)", [&] { (void)g.bodies(node); }},
-          {"tether::inspect(g)", [&] { (void)inspect(g); }},
-          {"tether::to_dot(g)", [&] { (void)to_dot(g); }},
-          {"tether::debug_dot_print(g, path)", [&] { debug_dot_print(g, "/tmp/tether_never_written.dot"); }},
-      };
-      each_throws(members, {"Graph", kEmpty}, {}, state + " / ");
+      each_throws(graph_members(g, node, stream), {"Graph", kEmpty}, {}, state + " / ");
       const Observations observations = {
           {"operator bool is false", [&] { return !truthy(g); }},
           {"get() is null", [&] { return g.get() == nullptr; }},
@@ -89,6 +125,89 @@ TEST_CASE_FIXTURE(Fixture, "every member of a moved-from or reset Graph throws U
       each_holds(observations, state + " / ");
     }
   }
+}
+
+TEST_CASE_FIXTURE(Fixture, "every member of a default-constructed Graph throws UsageError naming Graph and saying moved "
+                           "from or empty, context() included") {
+  Graph source{ctx};
+  Node<EmptyNode> node;
+  source.edit([&](Edit& e) { node = e.empty(); });
+  Graph g;
+  Table members = graph_members(g, node, stream);
+  members.push_back({"context()", [&] { (void)g.context(); }});
+  each_throws(members, {"Graph", kEmpty});
+  const Observations observations = {
+      {"operator bool is false", [&] { return !truthy(g); }},
+      {"get() is null", [&] { return g.get() == nullptr; }},
+      {"reset() leaves it empty", [&] {
+         g.reset();
+         return !truthy(g);
+       }},
+      {"a live graph assigned to it is usable, and its context is the new graph's", [&] {
+         g = Graph{ctx};
+         g.edit([](Edit& e) { e.empty(); });
+         return truthy(g) && g.node_count() == 1 && g.context() == ctx && g.get() != nullptr;
+       }},
+      {"assigning it to a live graph empties that graph", [&] {
+         Graph live{ctx};
+         live = std::move(g);
+         return !truthy(live) && live.get() == nullptr;
+       }},
+      {"it is nothrow default-constructible",
+       [&] { return std::is_nothrow_default_constructible_v<Graph> && !truthy(Graph{}); }},
+  };
+  each_holds(observations);
+}
+
+TEST_CASE_FIXTURE(Fixture, "a default-constructed GraphExec is empty: every member throws UsageError naming GraphExec, "
+                           "and an executable can be assigned to it") {
+  AllKinds a = all_kinds();
+  GraphExec exec;
+  SharedBuffer<float> z = buffer(8, 0.0f);
+  each_throws(exec_members(exec, a, z, stream), {"GraphExec", kEmpty});
+  const Observations observations = {
+      {"operator bool is false", [&] { return !truthy(exec); }},
+      {"get() is null", [&] { return exec.get() == nullptr; }},
+      {"live_node_versions() is 0", [&] { return exec.live_node_versions() == 0; }},
+      {"nothrow default-constructible", [] { return std::is_nothrow_default_constructible_v<GraphExec>; }},
+      {"exec = g.instantiate() makes it launchable", [&] {
+         exec = a.g.instantiate();
+         exec.launch(stream);
+         stream.synchronize();
+         return truthy(exec) && exec.get() != nullptr;
+       }},
+  };
+  each_holds(observations);
+}
+
+namespace {
+
+/// A class that makes its graph and executable after construction: the members start empty.
+struct Pipeline {
+  Graph graph;
+  GraphExec exec;
+  void build(const Context& ctx, const Kernel<float*, float, int>& fill, const SharedBuffer<float>& x) {
+    graph = Graph{ctx};
+    graph.edit([&](Edit& e) { e.launch(fill, Grid{1}, Block{8}, x, 3.0f, 8); });
+    exec = graph.instantiate();
+  }
+};
+
+}  // namespace
+
+TEST_CASE_FIXTURE(Fixture, "Graph and GraphExec as class members start empty and are assigned later") {
+  Pipeline p;
+  CHECK_FALSE(truthy(p.graph));
+  CHECK_FALSE(truthy(p.exec));
+  CHECK(contains(message_of([&] { p.exec.launch(stream); }), "GraphExec::launch: this GraphExec is moved from or empty"));
+  SharedBuffer<float> x = buffer(8, 0.0f);
+  p.build(ctx, k.fill, x);
+  p.exec.launch(stream);
+  stream.synchronize();
+  CHECK(read(x) == std::vector<float>(8, 3.0f));
+  Pipeline moved = std::move(p);
+  CHECK_FALSE(truthy(p.exec));
+  CHECK(truthy(moved.exec));
 }
 
 TEST_CASE_FIXTURE(Fixture, "an empty Graph passed to embed, replace or an executable's update throws UsageError saying moved from or empty") {
@@ -161,24 +280,7 @@ TEST_CASE_FIXTURE(Fixture, "every member of a moved-from or reset GraphExec thro
       GraphExec exec = a.g.instantiate();
       expect_ok([&] { make_empty(exec); });
       SharedBuffer<float> z = buffer(8, 0.0f);
-      const Table members = {
-          {"launch(s)", [&] { exec.launch(stream); }},
-          {"upload(s)", [&] { exec.upload(stream); }},
-          {"update(graph)", [&] { (void)exec.update(a.g); }},
-          {"update(kernel_node, ...)", [&] { exec.update(a.kernel, Grid{1}, Block{8}, z, 1.0f, 8); }},
-          {"update(memset_node, ...)", [&] { exec.update(a.memset, z, 1.0f); }},
-          {"update(memcpy_node, ...)", [&] { exec.update(a.memcpy, z, a.x); }},
-          {"update(host_node, fn)", [&] { exec.update(a.host, [] {}); }},
-          {"update(record_node, event)", [&] { exec.update(a.record, a.ev); }},
-          {"update(wait_node, event)", [&] { exec.update(a.wait, a.ev); }},
-          {"update(child_node, graph)", [&] { exec.update(a.embedded, a.child); }},
-          {"enable(node, false)", [&] { exec.enable(a.kernel, false); }},
-          {"enabled(node)", [&] { (void)exec.enabled(a.kernel); }},
-          {"reclaim(s)", [&] { exec.reclaim(stream); }},
-          {"tether::inspect(exec)", [&] { (void)inspect(exec); }},
-          {"tether::to_dot(exec)", [&] { (void)to_dot(exec); }},
-      };
-      each_throws(members, {"GraphExec", kEmpty}, {}, state + " / ");
+      each_throws(exec_members(exec, a, z, stream), {"GraphExec", kEmpty}, {}, state + " / ");
       const Observations observations = {
           {"operator bool is false", [&] { return !truthy(exec); }},
           {"get() is null", [&] { return exec.get() == nullptr; }},
@@ -232,6 +334,15 @@ TEST_CASE_FIXTURE(Fixture, "every use of an empty Stream throws UsageError namin
           {"Stream::launch(kernel, ...)", [&] { s.launch(k.fill, Grid{1}, Block{8}, a.x, 1.0f, 8); }},
           {"Stream::memset(dst, value)", [&] { s.memset(a.x, 1.0f); }},
           {"Stream::memcpy(dst, src)", [&] { s.memcpy(a.x, a.x); }},
+          {"SharedBuffer::copy_to(span, s)", [&] {
+             std::vector<float> h(1);
+             a.x.copy_to(h, s);
+           }},
+          {"SharedBuffer::copy_from(span, s)", [&] {
+             std::vector<float> h(1, 1.0f);
+             a.x.copy_from(h, s);
+           }},
+          {"SharedBuffer::copy_to(0 elements, s)", [&] { a.x.copy_to(std::span<float>{}, s); }},
           {"Stream::host(fn)", [&] { s.host([] {}); }},
           {"Stream::record(event)", [&] { s.record(ev); }},
           {"Stream::wait(event)", [&] { s.wait(ev); }},
@@ -258,8 +369,20 @@ namespace {
 
 /// The members of buffer type B that need an allocation.
 template <class B>
-Table buffer_members(B& b) {
+Table buffer_members(B& b, const Stream& stream) {
   Table t;
+  if constexpr (std::is_same_v<B, SharedBuffer<float>>) {
+    t.push_back({"copy_from(1 element, stream)", [&b, &stream] {
+                   std::vector<float> h(1, 1.0f);
+                   b.copy_from(h, stream);
+                 }});
+    t.push_back({"copy_from(0 elements, stream)", [&b, &stream] { b.copy_from(std::span<const float>{}, stream); }});
+    t.push_back({"copy_to(1 element, stream)", [&b, &stream] {
+                   std::vector<float> h(1);
+                   b.copy_to(h, stream);
+                 }});
+    t.push_back({"copy_to(0 elements, stream)", [&b, &stream] { b.copy_to(std::span<float>{}, stream); }});
+  }
   if constexpr (requires { b.copy_from(std::span<const typename B::value_type>{}); }) {
     t.push_back({"copy_from(1 element)", [&b] {
                    std::vector<float> h(1, 1.0f);
@@ -290,7 +413,8 @@ Observations buffer_observations(B& b) {
 /// Family over one buffer type: each state, each member.
 /// Each state starts from a default-constructed B and `make` gives a live one.
 template <class B>
-void buffer_family(const std::string& type, const std::function<B()>& make, const States<B>& states) {
+void buffer_family(const std::string& type, const std::function<B()>& make, const States<B>& states,
+                   const Stream& stream) {
   States<B> all = {{"default-constructed", [](B&) {}}};
   for (const auto& [state, make_empty] : states)
     all.push_back({state, [make, make_empty](B& b) {
@@ -301,7 +425,7 @@ void buffer_family(const std::string& type, const std::function<B()>& make, cons
     SUBCASE((type + ", " + state).c_str()) {
       B b;
       make_empty(b);
-      each_throws(buffer_members(b), {type, kEmpty}, {}, type + ", " + state + " / ");
+      each_throws(buffer_members(b, stream), {type, kEmpty}, {}, type + ", " + state + " / ");
       each_holds(buffer_observations(b), type + ", " + state + " / ");
     }
   }
@@ -321,7 +445,8 @@ TEST_CASE_FIXTURE(Fixture, "every member of an empty device or pinned buffer thr
                                             CUdeviceptr p = b.release();
                                             auto adopt = DeviceBuffer<float>::from_native_handle(c, p, n);  // frees it
                                           }},
-                                     });
+                                     },
+                                     stream);
   buffer_family<PinnedBuffer<float>>("PinnedBuffer", [c] { return c.alloc_pinned<float>(4); },
                                      {
                                          {"moved from", [](PinnedBuffer<float>& b) { auto sink = std::move(b); }},
@@ -332,16 +457,19 @@ TEST_CASE_FIXTURE(Fixture, "every member of an empty device or pinned buffer thr
                                             float* p = b.release();
                                             auto adopt = PinnedBuffer<float>::from_native_handle(c, p, n);
                                           }},
-                                     });
+                                     },
+                                     stream);
   buffer_family<SharedBuffer<float>>("SharedBuffer", [c] { return c.alloc<float>(4).share(); },
                                      {
                                          {"moved from", [](SharedBuffer<float>& b) { auto sink = std::move(b); }},
-                                     });
+                                     },
+                                     stream);
   buffer_family<SharedPinnedBuffer<float>>(
       "SharedPinnedBuffer", [c] { return c.alloc_pinned<float>(4).share(); },
       {
           {"moved from", [](SharedPinnedBuffer<float>& b) { auto sink = std::move(b); }},
-      });
+      },
+      stream);
 }
 
 TEST_CASE_FIXTURE(Fixture, "an empty buffer as a kernel argument, memset destination or memcpy end throws UsageError saying moved from or empty") {

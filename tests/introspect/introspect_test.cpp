@@ -120,12 +120,12 @@ TEST_CASE_FIXTURE(DslFixture, "inspect lists every node with its kind, dependenc
   Inspection of_body = inspect(r.body);
   REQUIRE(of_body.graphs.size() == 1);
   CHECK(of_body.graphs[0].role == GraphInfo::Role::body);
-  CHECK(to_string(of_body.graphs[0].nodes[0]) == "kernel scale owns {kernel scale, SharedBuffer<float>[64]}");
+  CHECK(to_string(of_body.graphs[0].nodes[0]) == "kernel scale <<<(1,1,1), (64,1,1)>>> owns {kernel scale, SharedBuffer<float>[64]}");
   CHECK(fmt::format("{}", of_body.graphs[0].nodes[0]) == to_string(of_body.graphs[0].nodes[0]));
   std::string text = fmt::format("{}", in);
   CHECK(contains(text, "graph 0 (root): 6 nodes\n"));
   CHECK(contains(text, "  graph 1 (child of graph 0 node 3): 1 node\n"));
-  CHECK(contains(text, "  [1] kernel scale <- [0] owns {kernel scale, SharedBuffer<float>[64]}\n"));
+  CHECK(contains(text, "  [1] kernel scale <<<(1,1,1), (64,1,1)>>> <- [0] owns {kernel scale, SharedBuffer<float>[64]}\n"));
 }
 
 TEST_CASE_FIXTURE(DslFixture, "inspect of an executable shows the instantiated version, the executable's own update and a "
@@ -189,12 +189,13 @@ TEST_CASE_FIXTURE(DslFixture, "to_dot draws nodes by kind, dependencies, cluster
   CHECK(dot.starts_with("digraph tether {\n"));
   CHECK(dot.ends_with("}\n"));
   CHECK(contains(dot, "label=\"a \\\"rich\\\" graph\\l\""));
-  CHECK(contains(dot, "g0n1 [shape=box, fillcolor=\"#d6e4ff\", label=\"1: kernel scale\\lowns kernel scale\\lowns "
-                      "SharedBuffer<float>[64]\\l\"];"));
+  CHECK(contains(dot, "g0n1 [shape=box, fillcolor=\"#d6e4ff\", label=\"1: kernel scale\\lgrid (1,1,1) block (64,1,1)\\lowns "
+                      "kernel scale\\lowns SharedBuffer<float>[64]\\l\"];"));
   CHECK(contains(dot, "g0n0 -> g0n1;"));
   CHECK(count(dot, "subgraph cluster_g") == 3);
   CHECK(contains(dot, "label=\"child graph of node 3\""));
-  CHECK(contains(dot, "label=\"body 0 of node 4\""));
+  CHECK(contains(dot, "label=\"while body of node 4\""));
+  CHECK(contains(dot, "label=\"captured region of node 5\""));
   CHECK(contains(dot, "g0n4 -> g2n0 [lhead=cluster_g2"));
   CHECK(contains(dot, "shape=diamond"));
   CHECK_FALSE(contains(dot, "0x"));
@@ -361,4 +362,203 @@ TEST_CASE_FIXTURE(DslFixture, "inspect and the queries refuse empty objects, an 
   stream.synchronize();
   CHECK(contains(*from_callback, "tether::inspect"));
   CHECK(contains(*from_callback, "host callback"));
+}
+
+// ------------------------------------------------------------------ names and node details (0.5)
+
+TEST_CASE_FIXTURE(DslFixture, "names given to buffers and to nodes in an edit are shown by inspect, to_string and to_dot") {
+  SharedBuffer<float> x = ctx.alloc<float>(64).named("x").share();
+  SharedBuffer<float> y = ctx.alloc<float>(64).share();
+  Graph g{ctx};
+  Node<KernelNode<float*, const float*, float, int>> axpy;
+  g.edit([&](Edit& e) {
+    Node<MemsetNode> zero = e.name(e.memset(y, 0.0f), "zero y");
+    axpy = e.name(e.after(zero).launch(k.axpy, Grid{2}, Block{32}, y, x, 2.0f, 64), "axpy");
+  });
+  Inspection in = inspect(g);
+  REQUIRE(in.graphs[0].nodes.size() == 2);
+  const NodeInfo& zero = in.graphs[0].nodes[0];
+  const NodeInfo& kernel = in.graphs[0].nodes[1];
+  CHECK(zero.name == "zero y");
+  CHECK(zero.owners == std::vector<std::string>{"SharedBuffer<float>[64]"});
+  CHECK(kernel.name == "axpy");
+  CHECK(kernel.node == Node<>(axpy));
+  CHECK(kernel.owners == std::vector<std::string>{"kernel axpy", "SharedBuffer<float>[64]", "SharedBuffer<float>[64] \"x\""});
+  CHECK(to_string(kernel) == "kernel axpy \"axpy\" <<<(2,1,1), (32,1,1)>>> <- [0] owns {kernel axpy, "
+                             "SharedBuffer<float>[64], SharedBuffer<float>[64] \"x\"}");
+  std::string dot = to_dot(g);
+  CHECK(contains(dot, "label=\"1: kernel axpy \\\"axpy\\\"\\lgrid (2,1,1) block (32,1,1)\\lowns kernel axpy\\lowns "
+                      "SharedBuffer<float>[64]\\lowns SharedBuffer<float>[64] \\\"x\\\"\\l\""));
+  CHECK(contains(dot, "label=\"0: memset \\\"zero y\\\"\\l"));
+  CHECK(to_dot(g) == dot);
+  // A clone carries the names; renaming the source afterwards leaves the clone's.
+  Graph copy = g.clone();
+  g.edit([&](Edit& e) { e.name(axpy, "renamed"); });
+  CHECK(inspect(copy).graphs[0].nodes[1].name == "axpy");
+  CHECK(inspect(g).graphs[0].nodes[1].name == "renamed");
+  // An empty name removes it.
+  g.edit([&](Edit& e) { e.name(axpy, ""); });
+  CHECK(inspect(g).graphs[0].nodes[1].name.empty());
+  CHECK_FALSE(contains(to_string(inspect(g)), "\"renamed\""));
+}
+
+TEST_CASE_FIXTURE(DslFixture, "node names are part of the edit's transaction: a rollback restores the names before it and "
+                              "drops those of the nodes it removes") {
+  SharedBuffer<float> x = buffer(8, 0.0f);
+  Graph g{ctx};
+  Node<EmptyNode> a;
+  g.edit([&](Edit& e) { a = e.name(e.empty(), "first"); });
+  struct Abort {};
+  const std::vector<std::pair<std::string, std::function<void(Edit&)>>> rolled_back = {
+      {"renamed", [&](Edit& e) { e.name(a, "second"); }},
+      {"renamed twice", [&](Edit& e) {
+         e.name(a, "second");
+         e.name(a, "third");
+       }},
+      {"name removed", [&](Edit& e) { e.name(a, ""); }},
+      {"a new named node", [&](Edit& e) { e.name(e.after(a).memset(x, 1.0f), "new"); }},
+  };
+  for (const auto& [what, change] : rolled_back) {
+    SUBCASE(what.c_str()) {
+      CHECK_THROWS_AS(g.edit([&](Edit& e) {
+        change(e);
+        throw Abort{};
+      }),
+                      Abort);
+      Inspection in = inspect(g);
+      REQUIRE(in.graphs[0].nodes.size() == 1);
+      CHECK(in.graphs[0].nodes[0].name == "first");
+      // The record the rolled-back node used is recycled without its name.
+      g.edit([&](Edit& e) { e.after(a).empty(); });
+      Inspection after = inspect(g);
+      REQUIRE(after.graphs[0].nodes.size() == 2);
+      CHECK(after.graphs[0].nodes[1].name.empty());
+    }
+  }
+  SUBCASE("a committed removal drops the name with the node") {
+    g.edit([&](Edit& e) { e.remove(a); });
+    g.edit([&](Edit& e) { e.empty(); });
+    Inspection in = inspect(g);
+    REQUIRE(in.graphs[0].nodes.size() == 1);
+    CHECK(in.graphs[0].nodes[0].name.empty());
+  }
+}
+
+TEST_CASE_FIXTURE(DslFixture, "Edit::name refuses invalid handles, nodes of another graph and names with control "
+                              "characters, saying which, and changes nothing") {
+  Graph g{ctx}, other{ctx};
+  Node<EmptyNode> mine, theirs;
+  g.edit([&](Edit& e) { mine = e.name(e.empty(), "kept"); });
+  other.edit([&](Edit& e) { theirs = e.empty(); });
+  const std::vector<std::tuple<std::string, std::function<void(Edit&)>, std::vector<std::string_view>>> refused = {
+      {"default handle", [&](Edit& e) { e.name(Node<>{}, "x"); }, {"Edit::name: the node to name", "no longer valid"}},
+      {"node of another graph", [&](Edit& e) { e.name(theirs, "x"); }, {"Edit::name: the node to name", "another graph"}},
+      {"newline", [&](Edit& e) { e.name(mine, "a\nb"); }, {"Edit::name", "control character (code 10)"}},
+      {"tab", [&](Edit& e) { e.name(mine, "a\tb"); }, {"Edit::name", "control character (code 9)"}},
+  };
+  for (const auto& [what, call, needles] : refused) {
+    SUBCASE(what.c_str()) {
+      std::string m = message_of([&] { g.edit([&](Edit& e) { call(e); }); });
+      for (std::string_view n : needles) CHECK_MESSAGE(contains(m, n), m);
+      Inspection in = inspect(g);
+      REQUIRE(in.graphs[0].nodes.size() == 1);
+      CHECK(in.graphs[0].nodes[0].name == "kept");
+    }
+  }
+}
+
+TEST_CASE_FIXTURE(DslFixture, "inspect and to_dot show each conditional's kind with its number of bodies, and label the "
+                              "bodies by their role") {
+  struct Shape {
+    std::string name;
+    std::function<Node<ConditionalNode>(Edit&, Condition&)> make;
+    ConditionalKind kind;
+    std::size_t bodies;
+    std::string text;                  // in to_string(NodeInfo)
+    std::vector<std::string> clusters; // cluster labels in to_dot
+  };
+  const std::vector<Shape> shapes = {
+      {"if", [](Edit& e, Condition& c) { return e.if_(c).node; }, ConditionalKind::if_, 1, "conditional if",
+       {"then body of node 0"}},
+      {"if/else", [](Edit& e, Condition& c) { return e.if_else(c).node; }, ConditionalKind::if_else, 2,
+       "conditional if/else", {"then body of node 0", "else body of node 0"}},
+      {"while", [](Edit& e, Condition& c) { return e.while_(c).node; }, ConditionalKind::while_, 1, "conditional while",
+       {"while body of node 0"}},
+      {"switch of 3", [](Edit& e, Condition& c) { return e.switch_(c, 3).node; }, ConditionalKind::switch_, 3,
+       "conditional switch (3 cases)", {"case 0 of node 0", "case 1 of node 0", "case 2 of node 0"}},
+      {"switch of 1", [](Edit& e, Condition& c) { return e.switch_(c, 1).node; }, ConditionalKind::switch_, 1,
+       "conditional switch (1 case)", {"case 0 of node 0"}},
+  };
+  for (const Shape& s : shapes) {
+    SUBCASE(s.name.c_str()) {
+      Graph g{ctx};
+      g.edit([&](Edit& e) {
+        Condition c = e.condition(0, true);
+        s.make(e, c);
+      });
+      Inspection in = inspect(g);
+      REQUIRE(in.graphs[0].nodes.size() == 1);
+      const NodeInfo& n = in.graphs[0].nodes[0];
+      CHECK(n.kind == NodeKind::conditional);
+      CHECK(n.conditional == s.kind);
+      CHECK(n.graphs.size() == s.bodies);
+      CHECK(n.child == ChildKind::none);
+      CHECK_FALSE(n.grid.has_value());
+      CHECK(to_string(n) == s.text);
+      std::string dot = to_dot(g);
+      for (const std::string& c : s.clusters) CHECK_MESSAGE(contains(dot, "label=\"" + c + "\""), c);
+      CHECK(count(dot, "subgraph cluster_g") == s.bodies);
+    }
+  }
+  CHECK(to_string(ConditionalKind::none) == "none");
+  CHECK(to_string(ChildKind::captured) == "captured");
+}
+
+TEST_CASE_FIXTURE(DslFixture, "inspect tells a captured region from an embedded copy, also in a clone and an embedded "
+                              "copy of the graph, and gives every kernel node its grid and block") {
+  SharedBuffer<float> x = buffer(256, 0.0f);
+  auto counter = std::make_shared<std::atomic<int>>(0);
+  Rich r = rich(*this, x, counter);
+  auto check = [](const Inspection& in) {
+    const GraphInfo& root = in.graphs[0];
+    REQUIRE(root.nodes.size() == 6);
+    CHECK(root.nodes[3].child == ChildKind::embedded);
+    CHECK(to_string(root.nodes[3]) == "child_graph (embedded) <- [1]");
+    CHECK(root.nodes[5].child == ChildKind::captured);
+    CHECK(to_string(root.nodes[5]) == "child_graph (captured) <- [1]");
+    CHECK(root.nodes[4].conditional == ConditionalKind::while_);
+    for (const NodeInfo& n : root.nodes) {
+      if (n.kind != NodeKind::child_graph) CHECK(n.child == ChildKind::none);
+      CHECK(n.grid.has_value() == (n.kind == NodeKind::kernel));
+      CHECK(n.block.has_value() == (n.kind == NodeKind::kernel));
+    }
+    REQUIRE(root.nodes[1].grid);
+    CHECK(root.nodes[1].grid->x == 1);
+    CHECK(root.nodes[1].block->x == 64);
+    CHECK(root.nodes[1].block->y == 1);
+  };
+  check(inspect(r.g));
+  std::string dot = to_dot(r.g);
+  CHECK(contains(dot, "3: child_graph (embedded copy)\\l"));
+  CHECK(contains(dot, "5: child_graph (captured region)\\l"));
+  CHECK(contains(dot, "4: conditional while\\l"));
+  // 3-D dimensions, read back from the driver.
+  Graph g{ctx};
+  g.edit([&](Edit& e) { e.launch(k.fill, Grid{2, 3, 1}, Block{4, 2, 2}, x, 1.0f, 256); });
+  NodeInfo n = inspect(g).graphs[0].nodes[0];
+  REQUIRE(n.grid);
+  CHECK((n.grid->x == 2 && n.grid->y == 3 && n.grid->z == 1));
+  CHECK((n.block->x == 4 && n.block->y == 2 && n.block->z == 2));
+  // An embedded copy of a graph holding a captured region keeps the region's origin.
+  Graph region{ctx};
+  Stream side = ctx.make_stream();
+  region.edit([&](Edit& e) { e.capture(side, [&](Capture&) { side.memset(x, 1.0f); }); });
+  Graph outer{ctx};
+  outer.edit([&](Edit& e) { e.embed(region); });
+  Inspection o = inspect(outer);
+  REQUIRE(o.graphs.size() == 3);
+  CHECK(o.graphs[0].nodes[0].child == ChildKind::embedded);
+  CHECK(o.graphs[1].nodes[0].child == ChildKind::captured);
+  Graph copy = region.clone();
+  CHECK(inspect(copy).graphs[0].nodes[0].child == ChildKind::captured);
 }

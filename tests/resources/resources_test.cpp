@@ -1045,3 +1045,278 @@ TEST_CASE("child process body: deleters run in their own context while another d
       FAIL_CHECK("simulator violation " << tether::sim::to_string(v.kind) << ": " << v.detail);
   }
 }
+
+// ========================================================================= stream-ordered copies
+
+namespace {
+
+// Holds a stream back until `open()`: a host function that waits on the callback thread (at most
+// 10 s, so that a broken test cannot hang). Work queued behind it stays queued until then.
+struct Gate {
+  std::shared_ptr<std::atomic<bool>> opened = std::make_shared<std::atomic<bool>>(false);
+  explicit Gate(const tether::Stream& s) {
+    s.host([o = opened] {
+      auto until = std::chrono::steady_clock::now() + 10s;
+      while (!o->load() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
+    });
+  }
+  void open() const { opened->store(true); }
+};
+
+}  // namespace
+
+TEST_CASE_FIXTURE(Env, "a synchronous copy_to does not wait for a non-blocking stream, and copy_to(dst, stream) is "
+                       "ordered after the stream's queued work") {
+  FillKernel fill = load().kernel<int*, int, int>("tether_resources_fill");
+  tether::SharedBuffer<int> x = ctx.alloc<int>(256).share();
+  x.fill_bytes(0);
+  tether::PinnedBuffer<int> pinned = ctx.alloc_pinned<int>(256);
+  std::fill(pinned.span().begin(), pinned.span().end(), -1);
+  tether::Stream s = ctx.make_stream();
+  Gate gate(s);
+  launch_fill(fill, s, x.data(), 7, 256);  // queued behind the gate
+  x.copy_to(pinned.span(), s);             // queued behind the launch (pinned: returns at once)
+  // The trap the documentation warns about: the launch has not run, and the synchronous copy
+  // does not wait for it.
+  std::vector<int> stale(256, -1);
+  x.copy_to(stale);
+  CHECK(stale == std::vector<int>(256, 0));
+  CHECK(std::all_of(pinned.span().begin(), pinned.span().end(), [](int v) { return v == -1; }));
+  gate.open();
+  s.synchronize();
+  CHECK(std::all_of(pinned.span().begin(), pinned.span().end(), [](int v) { return v == 7; }));
+  // Pageable memory, without a gate: the stream copy still reads what the launch wrote.
+  launch_fill(fill, s, x.data(), 9, 256);
+  std::vector<int> h(256, 0);
+  x.copy_to(h, s);
+  s.synchronize();
+  CHECK(h == std::vector<int>(256, 9));
+  // copy_from(src, stream) is ordered before later work: the kernel then overwrites the start.
+  std::vector<int> ones(256, 1);
+  x.copy_from(ones, s);
+  launch_fill(fill, s, x.data(), 5, 128);
+  x.copy_to(h, s);
+  s.synchronize();
+  CHECK(std::count(h.begin(), h.end(), 5) == 128);
+  CHECK(std::count(h.begin(), h.end(), 1) == 128);
+}
+
+TEST_CASE_FIXTURE(Env, "a stream-ordered copy keeps its buffers alive until the stream has run it") {
+  tether::Stream s = ctx.make_stream();
+  const std::size_t allocations = sim ? now().device_allocations : 0;
+  const std::size_t host_allocations = sim ? now().host_allocations : 0;
+  tether::SharedPinnedBuffer<int> out = ctx.alloc_pinned<int>(64).share();
+  std::fill(out.span().begin(), out.span().end(), 0);
+  {
+    tether::SharedBuffer<int> x = ctx.alloc<int>(64).share();
+    std::vector<int> in(64);
+    std::iota(in.begin(), in.end(), 100);
+    x.copy_from(in);
+    Gate gate(s);
+    x.copy_to(out, s);
+    x = tether::SharedBuffer<int>{};  // the last handle of the caller goes: the copy keeps it
+    out = tether::SharedPinnedBuffer<int>{};
+    if (sim) {
+      CHECK(now().device_allocations == allocations + 1);
+      CHECK(now().host_allocations == host_allocations + 1);
+    }
+    gate.open();
+    s.synchronize();
+  }
+  if (sim) {
+    CHECK(now().device_allocations == allocations);
+    CHECK(now().host_allocations == host_allocations);
+  }
+  // The data reached the pinned buffer before it went: checked with one that stays.
+  tether::SharedPinnedBuffer<int> kept = ctx.alloc_pinned<int>(4).share();
+  tether::SharedBuffer<int> y = ctx.alloc<int>(4).share();
+  std::vector<int> four{1, 2, 3, 4};
+  y.copy_from(four);
+  y.copy_to(kept, s);
+  s.synchronize();
+  CHECK(std::vector<int>(kept.span().begin(), kept.span().end()) == four);
+  // And the other way round: from a pinned buffer, which is kept as well.
+  std::vector<int> back{9, 8, 7, 6};
+  std::copy(back.begin(), back.end(), kept.span().begin());
+  y.copy_from(kept, s);
+  std::vector<int> h(4);
+  y.copy_to(h, s);
+  s.synchronize();
+  CHECK(h == back);
+}
+
+TEST_CASE_FIXTURE(Env, "stream-ordered copies check sizes, empty buffers and empty streams before any driver call, "
+                       "saying what is wrong") {
+  tether::SharedBuffer<float> x = ctx.alloc<float>(4).share();
+  tether::Stream s = ctx.make_stream();
+  tether::Stream none;
+  std::vector<float> five(5), four(4, 2.0f), three(3, 0.0f), zero;
+  auto message = [](auto&& f) -> std::string {
+    try {
+      f();
+    } catch (const tether::UsageError& e) {
+      return e.what();
+    }
+    return "(no UsageError)";
+  };
+  // Boundaries: 0 elements queue nothing, 4 fit, a shorter span copies the start, 5 do not fit.
+  x.copy_from(four, s);
+  x.copy_to(std::span<float>(zero), s);
+  x.copy_from(std::span<const float>(zero), s);
+  x.copy_to(three, s);
+  s.synchronize();
+  CHECK(three == std::vector<float>(3, 2.0f));
+  CHECK(message([&] { x.copy_to(five, s); }) == "SharedBuffer::copy_to: 20 bytes do not fit in a buffer of 16 bytes");
+  CHECK(message([&] { x.copy_from(five, s); }) == "SharedBuffer::copy_from: 20 bytes do not fit in a buffer of 16 bytes");
+  tether::SharedPinnedBuffer<float> big = ctx.alloc_pinned<float>(5).share();
+  CHECK(contains(message([&] { x.copy_to(big, s); }), "20 bytes do not fit in a buffer of 16 bytes"));
+  // Empty operands.
+  tether::SharedBuffer<float> empty;
+  CHECK(message([&] { empty.copy_to(four, s); }) ==
+        "SharedBuffer::copy_to: this SharedBuffer is moved from or empty (default-constructed, moved from, released or "
+        "reset)");
+  CHECK(contains(message([&] { empty.copy_to(std::span<float>(zero), s); }), "this SharedBuffer is moved from or empty"));
+  CHECK(message([&] { x.copy_to(four, none); }) ==
+        "SharedBuffer::copy_to: this Stream is moved from or empty (default-constructed, moved from, released or reset)");
+  CHECK(contains(message([&] { x.copy_from(four, none); }), "SharedBuffer::copy_from: this Stream is moved from or empty"));
+  CHECK(contains(message([&] { x.copy_to(tether::SharedPinnedBuffer<float>{}, s); }),
+                 "SharedBuffer::copy_to (the pinned destination): this SharedPinnedBuffer is moved from or empty"));
+  CHECK(contains(message([&] { x.copy_from(tether::SharedPinnedBuffer<float>{}, s); }),
+                 "SharedBuffer::copy_from (the pinned source): this SharedPinnedBuffer is moved from or empty"));
+  // Nothing was queued by the refused calls: the buffer still holds what the good copy wrote.
+  std::vector<float> h(4);
+  x.copy_to(h);
+  CHECK(h == four);
+}
+
+TEST_CASE_FIXTURE(Env, "a stream-ordered copy inside a capture becomes a memcpy node that owns the buffer") {
+  tether::SharedBuffer<int> x = ctx.alloc<int>(16).share();
+  tether::SharedPinnedBuffer<int> out = ctx.alloc_pinned<int>(16).share();
+  std::vector<int> in(16, 42);
+  x.copy_from(in);
+  tether::Stream s = ctx.make_stream();
+  tether::Graph g = tether::capture(s, [&](tether::Capture&) { x.copy_to(out, s); });
+  tether::Inspection info = tether::inspect(g);
+  REQUIRE(info.graphs[0].nodes.size() == 1);
+  CHECK(info.graphs[0].nodes[0].kind == tether::NodeKind::memcpy);
+  CHECK(info.graphs[0].nodes[0].owners == std::vector<std::string>{"SharedBuffer<int>[16]", "SharedPinnedBuffer<int>[16]"});
+  std::fill(out.span().begin(), out.span().end(), 0);
+  tether::GraphExec exec = g.instantiate();
+  exec.launch(s);
+  s.synchronize();
+  CHECK(std::vector<int>(out.span().begin(), out.span().end()) == in);
+}
+
+// =================================================================================== buffer names
+
+TEST_CASE_FIXTURE(Env, "every buffer type carries its name through moves, share() and inspect's owner label, and loses "
+                       "it on reset and release") {
+  SUBCASE("DeviceBuffer and SharedBuffer") {
+    tether::DeviceBuffer<float> b = ctx.alloc<float>(8).named("x");
+    CHECK(b.name() == "x");
+    CHECK(tether_owner_label(b) == "DeviceBuffer<float>[8] \"x\"");
+    tether::DeviceBuffer<float> moved = std::move(b);
+    CHECK(moved.name() == "x");
+    CHECK(b.name().empty());  // NOLINT(bugprone-use-after-move)
+    moved.named("renamed");
+    CHECK(moved.name() == "renamed");
+    tether::SharedBuffer<float> s = std::move(moved).named("y").share();
+    CHECK(s.name() == "y");
+    CHECK(tether_owner_label(s) == "SharedBuffer<float>[8] \"y\"");
+    tether::SharedBuffer<float> copy = s;
+    CHECK(copy.name() == "y");
+    CHECK(tether::SharedBuffer<float>{}.name().empty());
+    tether::DeviceBuffer<float> r = ctx.alloc<float>(2).named("r");
+    r.named("");
+    CHECK(r.name().empty());
+    CHECK(tether_owner_label(r) == "DeviceBuffer<float>[2]");
+    r.named("r");
+    r.reset();
+    CHECK(r.name().empty());
+    tether::DeviceBuffer<float> rel = ctx.alloc<float>(2).named("rel");
+    std::size_t n = rel.size();
+    CUdeviceptr p = rel.release();
+    CHECK(rel.name().empty());
+    auto adopted = tether::DeviceBuffer<float>::from_native_handle(ctx, p, n);
+    CHECK(adopted.name().empty());
+  }
+  SUBCASE("PinnedBuffer and SharedPinnedBuffer") {
+    tether::PinnedBuffer<int> b = ctx.alloc_pinned<int>(3).named("host");
+    CHECK(b.name() == "host");
+    CHECK(tether_owner_label(b) == "PinnedBuffer<int>[3] \"host\"");
+    tether::SharedPinnedBuffer<int> s = std::move(b).share();
+    CHECK(s.name() == "host");
+    CHECK(tether_owner_label(s) == "SharedPinnedBuffer<int>[3] \"host\"");
+    tether::PinnedBuffer<int> r = ctx.alloc_pinned<int>(1).named("r");
+    r.reset();
+    CHECK(r.name().empty());
+  }
+  SUBCASE("refusals name the call and the problem") {
+    tether::DeviceBuffer<float> empty;
+    try {
+      empty.named("x");
+      FAIL("no UsageError");
+    } catch (const tether::UsageError& e) {
+      CHECK(std::string(e.what()) == "DeviceBuffer::named: this DeviceBuffer is moved from or empty (default-constructed, "
+                                     "moved from, released or reset)");
+    }
+    tether::PinnedBuffer<float> empty_pinned;
+    CHECK_THROWS_WITH_AS(empty_pinned.named("x"), doctest::Contains("PinnedBuffer::named: this PinnedBuffer is moved"),
+                         tether::UsageError);
+    tether::DeviceBuffer<float> b = ctx.alloc<float>(1).named("kept");
+    try {
+      b.named("two\nlines");
+      FAIL("no UsageError");
+    } catch (const tether::UsageError& e) {
+      CHECK(contains(e.what(), "DeviceBuffer::named: the name \"two"));
+      CHECK(contains(e.what(), "has a control character (code 10)"));
+    }
+    CHECK(b.name() == "kept");
+  }
+}
+
+// ============================================================================= raw driver access
+
+TEST_CASE_FIXTURE(Env, "Runtime::driver gives the loaded driver's entry points, which run on the simulator too and "
+                       "work on tether's objects") {
+  const tether::DriverApi& api = rt.driver();
+  CHECK(&api == &rt.driver());
+  CHECK(&api == &tether::Runtime::open().driver());
+  CHECK(api.table == &table(rt));
+  CHECK(api.provides("cuMemsetD32Async"));
+  CHECK(api.provides("cuStreamGetCaptureInfo"));
+  CHECK_FALSE(api.provides("cuNoSuchEntryPoint"));
+  CHECK(reinterpret_cast<void*>(api.cuMemsetD32Async) == reinterpret_cast<void*>(table(rt).get<Entry::cuMemsetD32Async>()));
+  int version = 0;
+  REQUIRE(api.cuDriverGetVersion(&version) == CUDA_SUCCESS);
+  CHECK(version == rt.driver_version());
+
+  // A raw memset on a tether stream, ordered with tether's own stream-ordered copy.
+  tether::SharedBuffer<unsigned> x = ctx.alloc<unsigned>(100).share();
+  tether::Stream s = ctx.make_stream();
+  REQUIRE(api.cuMemsetD32Async(x.address(), 0xC0FFEEu, x.size(), s.get()) == CUDA_SUCCESS);
+  std::vector<unsigned> h(100);
+  x.copy_to(h, s);
+  s.synchronize();
+  CHECK(h == std::vector<unsigned>(100, 0xC0FFEEu));
+
+  // cuStreamGetCaptureInfo sees tether's capture, with its id.
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  cuuint64_t id = 0;
+  {
+    tether::Capture c(s);
+    REQUIRE(api.cuStreamGetCaptureInfo(s.get(), &status, &id, nullptr, nullptr, nullptr, nullptr) == CUDA_SUCCESS);
+    CHECK(status == CU_STREAM_CAPTURE_STATUS_ACTIVE);
+    CHECK(id == c.id());
+    // Raw work captured into tether's capture is an untracked node of the graph it ends in.
+    REQUIRE(api.cuMemsetD32Async(x.address(), 1u, x.size(), s.get()) == CUDA_SUCCESS);
+    tether::Graph g = c.end();
+    tether::Inspection in = tether::inspect(g);
+    REQUIRE(in.graphs[0].nodes.size() == 1);
+    CHECK(in.graphs[0].nodes[0].kind == tether::NodeKind::memset);
+    CHECK_FALSE(in.graphs[0].nodes[0].tracked);
+  }
+  REQUIRE(api.cuStreamGetCaptureInfo(s.get(), &status, &id, nullptr, nullptr, nullptr, nullptr) == CUDA_SUCCESS);
+  CHECK(status == CU_STREAM_CAPTURE_STATUS_NONE);
+  CHECK(tether::DriverApi{}.provides("cuMemsetD32Async") == false);
+}
