@@ -247,25 +247,29 @@ CaptureInfo capture_info_with_frontier(const DriverTable& t, CUstream s, const c
   return i;
 }
 
-// The dependencies of a captured node, into `out`; false if a query failed. One call when there
-// are fewer than `guess` (the driver fills at most the given count and says how many it wrote).
-bool dependencies_of(const DriverTable& t, CUgraphNode node, std::vector<CUgraphNode>& out, std::size_t guess) {
+// The dependencies of a captured node, into `out`; the first failed query's result otherwise.
+// One call when there are fewer than `guess` (the driver fills at most the given count and says
+// how many it wrote).
+CUresult dependencies_of(const DriverTable& t, CUgraphNode node, std::vector<CUgraphNode>& out, std::size_t guess) {
   out.resize(guess);
   std::size_t n = guess;
-  if (raw<Entry::cuGraphNodeGetDependencies>(t, node, out.data(), static_cast<CUgraphEdgeData*>(nullptr), &n) !=
-      CUDA_SUCCESS)
-    return false;
+  if (CUresult r = raw<Entry::cuGraphNodeGetDependencies>(t, node, out.data(), static_cast<CUgraphEdgeData*>(nullptr), &n);
+      r != CUDA_SUCCESS)
+    return r;
   if (n < guess) {
     out.resize(n);
-    return true;
+    return CUDA_SUCCESS;
   }
-  if (raw<Entry::cuGraphNodeGetDependencies>(t, node, static_cast<CUgraphNode*>(nullptr),
-                                             static_cast<CUgraphEdgeData*>(nullptr), &n) != CUDA_SUCCESS)
-    return false;
+  if (CUresult r = raw<Entry::cuGraphNodeGetDependencies>(t, node, static_cast<CUgraphNode*>(nullptr),
+                                                          static_cast<CUgraphEdgeData*>(nullptr), &n);
+      r != CUDA_SUCCESS)
+    return r;
   out.resize(n);
-  return n == 0 || raw<Entry::cuGraphNodeGetDependencies>(t, node, out.data(), static_cast<CUgraphEdgeData*>(nullptr),
-                                                          &n) == CUDA_SUCCESS;
+  return n == 0 ? CUDA_SUCCESS
+                : raw<Entry::cuGraphNodeGetDependencies>(t, node, out.data(), static_cast<CUgraphEdgeData*>(nullptr), &n);
 }
+
+constexpr const char* kIdentifying = "identifying a captured node (its owners stay with the captured graph, anonymously)";
 
 // Which node the operation just issued onto a capturing stream made, exactly, or null when that
 // cannot be proven. `before` is the stream's dependency set read just before the call, under the
@@ -291,8 +295,7 @@ CUgraphNode identify_captured(const DriverTable& t, CUstream s, const Frontier& 
                                                   static_cast<CUgraph*>(nullptr), &deps,
                                                   static_cast<const CUgraphEdgeData**>(nullptr), &n);
   if (q != CUDA_SUCCESS) {
-    report_failure(t, Entry::cuStreamGetCaptureInfo, q,
-                   "identifying a captured node (its owners stay with the captured graph, anonymously)");
+    report_failure(t, Entry::cuStreamGetCaptureInfo, q, kIdentifying);
     return nullptr;
   }
   if (n != 1 || !deps) return nullptr;
@@ -305,7 +308,10 @@ CUgraphNode identify_captured(const DriverTable& t, CUstream s, const Frontier& 
     if (chain.size() == kMaxChain || std::find(start.begin(), start.end(), cur) != start.end())
       return nullptr;  // too long, or walked past the start: the set was changed under the operation
     chain.push_back(cur);
-    if (!dependencies_of(t, cur, preds, before.n + 1)) return nullptr;
+    if (CUresult r = dependencies_of(t, cur, preds, before.n + 1); r != CUDA_SUCCESS) {
+      report_failure(t, Entry::cuGraphNodeGetDependencies, r, kIdentifying);
+      return nullptr;
+    }
     if (before.same_as(preds)) break;  // cur is the chain's first node
     if (preds.size() != 1) return nullptr;
     cur = preds[0];
@@ -315,7 +321,10 @@ CUgraphNode identify_captured(const DriverTable& t, CUstream s, const Frontier& 
   int matches = 0;
   for (CUgraphNode c : chain) {
     CUgraphNodeType ty{};
-    if (raw<Entry::cuGraphNodeGetType>(t, c, &ty) != CUDA_SUCCESS) return nullptr;
+    if (CUresult r = raw<Entry::cuGraphNodeGetType>(t, c, &ty); r != CUDA_SUCCESS) {
+      report_failure(t, Entry::cuGraphNodeGetType, r, kIdentifying);
+      return nullptr;
+    }
     if (ty == type) {
       found = c;
       ++matches;
