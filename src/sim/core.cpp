@@ -268,8 +268,9 @@ void record_violation(ViolationKind kind, std::string_view entry, std::string de
   Violations& v = violations_state();
   // Why the line is built before the lock and written with one call: violations are recorded on
   // the stream and driver threads too, and one write keeps concurrent lines whole.
-  std::string line = fmt::format("tether simulator: violation {} in {}: {}; {}\n", to_string(kind),
-                                 entry.empty() ? std::string_view("a launch") : entry, detail, violation_hint(kind));
+  std::string line =
+      fmt::format("tether simulator: violation {} in {}: {}; {}\n", to_string(kind),
+                  entry.empty() ? std::string_view("a launch") : entry, detail, violation_hint(kind));
   bool expected = false;
   bool note = false;
   const ViolationMode mode = v.mode.load();
@@ -299,10 +300,11 @@ void init_violation_mode() {
   else if (s == "fatal") m = ViolationMode::fatal;
   else if (s == "quiet") m = ViolationMode::quiet;
   else
-    throw UsageError(fmt::format("Runtime::simulated: TETHER_SIM_VIOLATIONS is '{}'; set it to print (the default: "
-                                 "print each violation on stderr), fatal (print it and abort) or quiet (only log "
-                                 "it), or unset it",
-                                 s));
+    throw UsageError(
+        fmt::format("Runtime::simulated: TETHER_SIM_VIOLATIONS is '{}'; set it to print (the default: "
+                    "print each violation on stderr), fatal (print it and abort) or quiet (only log "
+                    "it), or unset it",
+                    s));
   if (!violations_state().mode_set.load()) violations_state().mode.store(m);
 }
 
@@ -1255,7 +1257,9 @@ void set_violation_mode(ViolationMode mode) noexcept {
   v.mode_set.store(true);
   v.mode.store(mode);
 }
-void set_violations_fatal(bool fatal) { set_violation_mode(fatal ? ViolationMode::fatal : ViolationMode::print); }
+void set_violations_fatal(bool fatal) {
+  set_violation_mode(fatal ? ViolationMode::fatal : ViolationMode::print);
+}
 
 ExpectViolations::ExpectViolations() noexcept {
   Violations& v = violations_state();

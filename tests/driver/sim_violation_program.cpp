@@ -40,10 +40,11 @@ std::atomic<int> g_runs{0};
 // Builds a graph with one kernel node that reaches `d` only through tether::unowned, frees `d`,
 // and launches the executable `launches` times.
 void unowned_after_free(int launches) {
-  tether::sim::register_kernel<float*, float, int>("scale", [](const tether::sim::LaunchInfo&, float* x, float a, int n) {
-    for (int i = 0; i < n; ++i) x[i] *= a;
-    g_runs.fetch_add(1);
-  });
+  tether::sim::register_kernel<float*, float, int>(
+      "scale", [](const tether::sim::LaunchInfo&, float* x, float a, int n) {
+        for (int i = 0; i < n; ++i) x[i] *= a;
+        g_runs.fetch_add(1);
+      });
   tether::Runtime rt = tether::Runtime::simulated();
   tether::Context ctx = rt.context(0);
   tether::Stream stream = ctx.make_stream();
@@ -56,7 +57,7 @@ void unowned_after_free(int launches) {
     g.edit([&](tether::Edit& e) {
       e.launch(scale, tether::Launch{tether::Grid{1}, tether::Block{n}}, tether::unowned(d), 2.0f, n);
     });
-  }  // d is dropped here: nothing keeps its memory alive
+  }                            // d is dropped here: nothing keeps its memory alive
   tether::wait_released(ctx);  // its cuMemFree has run
   tether::GraphExec exec = g.instantiate();
   for (int i = 0; i < launches; ++i) exec.launch(stream);
@@ -85,8 +86,8 @@ int main(int argc, char** argv) try {
     tether::sim::set_violation_mode(tether::sim::ViolationMode::quiet);
     unowned_after_free(1);
   } else {
-    std::fprintf(stderr, "sim_violation_program: unknown scenario '%.*s'\n", static_cast<int>(scenario.size()),
-                 scenario.data());
+    std::fprintf(stderr, "sim_violation_program: unknown scenario '%.*s'\n",
+                 static_cast<int>(scenario.size()), scenario.data());
     return 2;
   }
   std::fflush(stdout);

@@ -65,8 +65,8 @@ std::atomic<int> g_touch_runs{0};
 // made once, never torn down (like the driver).
 const Sim& sim() {
   static const Sim s = [] {
-    tether::sim::register_kernel<float*>("violation_touch",
-                                         [](const tether::sim::LaunchInfo&, float*) { g_touch_runs.fetch_add(1); });
+    tether::sim::register_kernel<float*>(
+        "violation_touch", [](const tether::sim::LaunchInfo&, float*) { g_touch_runs.fetch_add(1); });
     Sim r;
     tether::Runtime rt = tether::Runtime::simulated();
     r.t = &tether::detail::table_of(rt);
@@ -148,7 +148,9 @@ class StderrCapture {
 // Sets the violation mode while it lives (CI runs the tests with TETHER_SIM_VIOLATIONS=fatal).
 class ModeScope {
  public:
-  explicit ModeScope(ViolationMode m) : saved_(tether::sim::violation_mode()) { tether::sim::set_violation_mode(m); }
+  explicit ModeScope(ViolationMode m) : saved_(tether::sim::violation_mode()) {
+    tether::sim::set_violation_mode(m);
+  }
   ~ModeScope() { tether::sim::set_violation_mode(saved_); }
   ModeScope(const ModeScope&) = delete;
   ModeScope& operator=(const ModeScope&) = delete;
@@ -250,7 +252,8 @@ Child run_program(const char* scenario, const char* mode) {
   return c;
 }
 
-constexpr std::string_view uaf_line = "tether simulator: violation use_after_free in a launch: kernel 'scale' argument 0 uses";
+constexpr std::string_view uaf_line =
+    "tether simulator: violation use_after_free in a launch: kernel 'scale' argument 0 uses";
 
 }  // namespace
 
@@ -264,8 +267,9 @@ TEST_CASE("in print mode a violation is printed on stderr once, when it is recor
   StderrCapture err;
   destroy_event_twice();
   const std::string at_record = err.text();  // printed by the call that recorded it
-  CHECK(lines_with(at_record, "tether simulator: violation destroyed_event_use in cuEventDestroy: event destroyed "
-                              "twice; keep the event alive") == 1);
+  CHECK(lines_with(at_record,
+                   "tether simulator: violation destroyed_event_use in cuEventDestroy: event destroyed "
+                   "twice; keep the event alive") == 1);
   auto vs = tether::sim::violations();
   REQUIRE(vs.size() == 1);
   CHECK(vs[0].kind == ViolationKind::destroyed_event_use);
@@ -317,7 +321,8 @@ TEST_CASE("the violation modes have names, and set_violations_fatal switches bet
   CHECK(tether::sim::violation_mode() == ViolationMode::print);
 }
 
-TEST_CASE("ExpectViolations counts what it absorbs; nested scopes each count the violations of their lifetime") {
+TEST_CASE(
+    "ExpectViolations counts what it absorbs; nested scopes each count the violations of their lifetime") {
   CleanLog clean;
   ModeScope mode(ViolationMode::print);
   StderrCapture err;
@@ -341,7 +346,9 @@ TEST_CASE("ExpectViolations counts what it absorbs; nested scopes each count the
   CHECK(tether::sim::violations().size() == 4);  // expected violations are logged as always
 }
 
-TEST_CASE("under fatal, a violation inside ExpectViolations neither prints nor aborts; clear_violations keeps the count") {
+TEST_CASE(
+    "under fatal, a violation inside ExpectViolations neither prints nor aborts; clear_violations keeps the "
+    "count") {
   CleanLog clean;
   ModeScope mode(ViolationMode::fatal);
   StderrCapture err;
@@ -355,7 +362,8 @@ TEST_CASE("under fatal, a violation inside ExpectViolations neither prints nor a
   CHECK(tether::sim::violations()[0].kind == ViolationKind::destroyed_event_use);
 }
 
-TEST_CASE("a scope that lives on another thread absorbs a violation recorded on this thread and on a stream's") {
+TEST_CASE(
+    "a scope that lives on another thread absorbs a violation recorded on this thread and on a stream's") {
   CleanLog clean;
   ModeScope mode(ViolationMode::print);
   StderrCapture err;
@@ -369,10 +377,19 @@ TEST_CASE("a scope that lives on another thread absorbs a violation recorded on 
     absorbed = expected.absorbed();
   });
   ready.get_future().wait();
-  destroy_event_twice();     // this thread
-  launch_on_freed_memory();  // the stream's worker thread
-  done.set_value();
-  other.join();
+  {
+    // Why a guard: a failed REQUIRE below must still release and join the other thread.
+    struct Release {
+      std::promise<void>& done;
+      std::thread& other;
+      ~Release() {
+        done.set_value();
+        other.join();
+      }
+    } release{done, other};
+    destroy_event_twice();     // this thread
+    launch_on_freed_memory();  // the stream's worker thread
+  }
   CHECK(absorbed == 2);
   CHECK(err.text().empty());
 }
@@ -388,12 +405,14 @@ TEST_CASE("a violation recorded after the last ExpectViolations ended is printed
   }
   CHECK(err.text().empty());
   launch_on_freed_memory();
-  CHECK(lines_with(err.text(), "tether simulator: violation use_after_free in a launch: kernel 'violation_touch'") == 1);
+  CHECK(lines_with(err.text(),
+                   "tether simulator: violation use_after_free in a launch: kernel 'violation_touch'") == 1);
 }
 
 // ---------------------------------------------------------------------------- child processes
 
-TEST_CASE("by default the newcomer's unowned buffer freed before the launch prints the use-after-free line, once") {
+TEST_CASE(
+    "by default the newcomer's unowned buffer freed before the launch prints the use-after-free line, once") {
   Child c = run_program("unowned", nullptr);
   CHECK(c.exit_code == 0);
   CHECK(contains(c.out, "twin runs: 0\n"));  // the simulator did not run the kernel
@@ -401,7 +420,8 @@ TEST_CASE("by default the newcomer's unowned buffer freed before the launch prin
   CHECK_MESSAGE(lines_with(c.err, uaf_line) == 1, "stderr:\n" << c.err);
   CHECK(lines_with(c.err, "tether simulator: violation ") == 1);
   // The line says what it means and what to do.
-  CHECK(contains(c.err, "which were freed; on a GPU this reads, corrupts or frees again memory that was freed"));
+  CHECK(contains(c.err,
+                 "which were freed; on a GPU this reads, corrupts or frees again memory that was freed"));
   CHECK(contains(c.err, "hand a buffer to its node (std::move or share()) rather than tether::unowned"));
   // The first printed violation also says how to change the mode.
   CHECK(contains(c.err, "TETHER_SIM_VIOLATIONS=fatal aborts at the first"));
@@ -413,7 +433,8 @@ TEST_CASE("an empty TETHER_SIM_VIOLATIONS is the default, print") {
   CHECK_MESSAGE(lines_with(c.err, uaf_line) == 1, "stderr:\n" << c.err);
 }
 
-TEST_CASE("TETHER_SIM_VIOLATIONS chooses print, fatal (the line, then abort) or quiet for the newcomer's case") {
+TEST_CASE(
+    "TETHER_SIM_VIOLATIONS chooses print, fatal (the line, then abort) or quiet for the newcomer's case") {
   struct Want {
     const char* mode;
     bool aborts;
@@ -445,7 +466,8 @@ TEST_CASE("two violations in a child print two lines, each once") {
   CHECK(lines_with(c.err, "TETHER_SIM_VIOLATIONS=fatal aborts at the first") == 1);  // the note, once
 }
 
-TEST_CASE("ExpectViolations keeps TETHER_SIM_VIOLATIONS=fatal from aborting on the violation a program expects") {
+TEST_CASE(
+    "ExpectViolations keeps TETHER_SIM_VIOLATIONS=fatal from aborting on the violation a program expects") {
   Child c = run_program("expected", "fatal");
   CHECK_MESSAGE(c.exit_code == 0, "stderr:\n" << c.err);
   CHECK(contains(c.out, "violations logged: 1\n"));
@@ -460,17 +482,20 @@ TEST_CASE("a mode set before the simulator starts is not replaced by TETHER_SIM_
   CHECK_FALSE(contains(c.err, "tether simulator"));
 }
 
-TEST_CASE("an unknown TETHER_SIM_VIOLATIONS is refused when the simulator starts, naming the value and the choices") {
+TEST_CASE(
+    "an unknown TETHER_SIM_VIOLATIONS is refused when the simulator starts, naming the value and the "
+    "choices") {
   for (const char* bad : {"loud", "FATAL", "1", "print "}) {
     CAPTURE(bad);
     Child c = run_program("start", bad);
     CHECK(c.exit_code == 3);
     CHECK_FALSE(contains(c.out, "tether simulator"));  // the simulator did not start
-    CHECK_MESSAGE(contains(c.err, std::string("exception: Runtime::simulated: TETHER_SIM_VIOLATIONS is '") + bad +
-                                      "'; set it to print (the default: print each violation on stderr), fatal "
-                                      "(print it and abort) or quiet (only log it), or unset it"),
-                  "stderr:\n"
-                      << c.err);
+    CHECK_MESSAGE(
+        contains(c.err, std::string("exception: Runtime::simulated: TETHER_SIM_VIOLATIONS is '") + bad +
+                            "'; set it to print (the default: print each violation on stderr), fatal "
+                            "(print it and abort) or quiet (only log it), or unset it"),
+        "stderr:\n"
+            << c.err);
   }
   for (const char* good : {"print", "fatal", "quiet"}) {
     CAPTURE(good);
