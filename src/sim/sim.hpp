@@ -141,7 +141,9 @@ void clear_violations();
 /// (`Runtime::simulated()`, which throws UsageError for any other value). CI runs with `fatal`.
 enum class ViolationMode {
   /// One line on stderr per violation, when it is recorded: "tether simulator: violation <kind>
-  /// in <entry point>: <detail>", followed by what it means and what to do. The default.
+  /// in <entry point>: <detail>; <what it means and what to do>" ("in a launch" for what a launch
+  /// found when it executed). The first printed line is followed, once per process, by a line on
+  /// how to change the mode. The default.
   print,
   /// The same line, then `std::abort()`: a test run that provokes an unexpected violation fails
   /// loudly, at the violation.
@@ -179,7 +181,8 @@ void set_violations_fatal(bool fatal);
 ///
 /// Scopes nest and may live on several threads at once; each counts every violation recorded
 /// while it lives. Neither copyable nor movable (like std::lock_guard), so it has no moved-from
-/// state. Makes no driver call; works before the simulator starts. Thread safety: constructing,
+/// state. Makes no driver call and works before the simulator starts; on the real driver it
+/// absorbs nothing, so a test that uses it runs on both drivers. Thread safety: constructing,
 /// destroying and `absorbed()` are safe concurrently with anything.
 class ExpectViolations {
  public:
