@@ -33,7 +33,11 @@ struct Faults {
 struct Violations {
   std::mutex mu;
   std::vector<Violation> list;
-  std::atomic<bool> fatal{false};
+  std::atomic<ViolationMode> mode{ViolationMode::print};
+  std::atomic<bool> mode_set{false};  // set_violation_mode was called: the environment does not override it
+  std::uint64_t recorded = 0;         // every violation of the process (clear_violations keeps it)
+  int expecting = 0;                  // live ExpectViolations scopes, on all threads
+  bool noted = false;                 // the one-time line on how to change the mode was printed
 };
 
 struct Twins {
@@ -236,16 +240,85 @@ CUresult fail(CUresult r, std::string explanation) {
   return r;
 }
 
+namespace {
+
+// What each kind means for a program on the real driver, and what to do: the second half of the
+// printed line, for a user who has not read docs/simulator.md.
+std::string_view violation_hint(ViolationKind kind) noexcept {
+  switch (kind) {
+    case ViolationKind::use_after_free:
+      return "on a GPU this reads, corrupts or frees again memory that was freed (the simulator did not do "
+             "it); keep memory alive until the work that uses it has run: hand a buffer to its node "
+             "(std::move or share()) rather than tether::unowned, or synchronize before freeing it";
+    case ViolationKind::over_release:
+      return "released more often than retained: on a GPU this frees an object that is still in use";
+    case ViolationKind::call_in_destructor:
+      return "the driver refuses CUDA calls inside a user-object destructor: release resources there without "
+             "calling CUDA";
+    case ViolationKind::call_in_callback:
+      return "the CUDA documentation forbids CUDA calls inside a host function: make them from a host thread";
+    case ViolationKind::double_node_destroy: return "the real driver crashes on this: destroy each node once";
+    case ViolationKind::self_child: return "the real driver crashes on this: a graph cannot contain itself";
+    case ViolationKind::destroyed_node_use:
+      return "the real driver does not check node handles and may misbehave: stop using a node once it is "
+             "destroyed";
+    case ViolationKind::unloaded_module_use:
+      return "the kernel did not run: keep its Module or library loaded until its launches have completed";
+    case ViolationKind::destroyed_event_use:
+      return "keep the event alive until the work that uses it has completed";
+    case ViolationKind::null_argument: return "the real driver dereferences this NULL pointer and crashes";
+    case ViolationKind::capture_into_capturing_graph:
+      return "the real driver crashes on this: end the other capture into that graph first";
+    case ViolationKind::concurrent_exec_destroy:
+      return "the real driver double-frees: destroy the executables before their graph, not concurrently";
+  }
+  return "";
+}
+
+}  // namespace
+
 void record_violation(ViolationKind kind, std::string_view entry, std::string detail) {
   Violations& v = violations_state();
-  if (v.fatal.load()) {
-    std::fprintf(stderr, "tether simulator: fatal violation %.*s in %.*s: %s\n",
-                 static_cast<int>(to_string(kind).size()), to_string(kind).data(), static_cast<int>(entry.size()),
-                 entry.data(), detail.c_str());
-    std::abort();
+  // Why the line is built before the lock and written with one call: violations are recorded on
+  // the stream and driver threads too, and one write keeps concurrent lines whole.
+  std::string line =
+      fmt::format("tether simulator: violation {} in {}: {}; {}\n", to_string(kind),
+                  entry.empty() ? std::string_view("a launch") : entry, detail, violation_hint(kind));
+  bool expected = false;
+  bool note = false;
+  const ViolationMode mode = v.mode.load();
+  {
+    std::lock_guard lock(v.mu);
+    v.list.push_back(Violation{kind, std::string(entry), std::move(detail)});
+    ++v.recorded;
+    expected = v.expecting > 0;
+    if (!expected && mode == ViolationMode::print && !v.noted) note = v.noted = true;
   }
-  std::lock_guard lock(v.mu);
-  v.list.push_back(Violation{kind, std::string(entry), std::move(detail)});
+  if (expected || mode == ViolationMode::quiet) return;
+  if (note)
+    line += "tether simulator: (each violation is printed once, when it happens, and logged in "
+            "tether::sim::violations(); TETHER_SIM_VIOLATIONS=fatal aborts at the first, =quiet only logs)\n";
+  if (mode == ViolationMode::fatal) line += "tether simulator: aborting (TETHER_SIM_VIOLATIONS=fatal)\n";
+  std::fwrite(line.data(), 1, line.size(), stderr);
+  std::fflush(stderr);
+  if (mode == ViolationMode::fatal) std::abort();
+}
+
+void init_violation_mode() {
+  const char* env = std::getenv("TETHER_SIM_VIOLATIONS");
+  if (env == nullptr || *env == '\0') return;
+  std::string_view s(env);
+  ViolationMode m{};
+  if (s == "print") m = ViolationMode::print;
+  else if (s == "fatal") m = ViolationMode::fatal;
+  else if (s == "quiet") m = ViolationMode::quiet;
+  else
+    throw UsageError(
+        fmt::format("Runtime::simulated: TETHER_SIM_VIOLATIONS is '{}'; set it to print (the default: "
+                    "print each violation on stderr), fatal (print it and abort) or quiet (only log "
+                    "it), or unset it",
+                    s));
+  if (!violations_state().mode_set.load()) violations_state().mode.store(m);
 }
 
 // ----------------------------------------------------------------------------- devices, contexts
@@ -1225,7 +1298,40 @@ void clear_violations() {
   std::lock_guard lock(v.mu);
   v.list.clear();
 }
-void set_violations_fatal(bool fatal) { violations_state().fatal.store(fatal); }
+std::string_view to_string(ViolationMode mode) noexcept {
+  switch (mode) {
+    case ViolationMode::print: return "print";
+    case ViolationMode::fatal: return "fatal";
+    case ViolationMode::quiet: return "quiet";
+  }
+  return "unknown";
+}
+ViolationMode violation_mode() noexcept { return violations_state().mode.load(); }
+void set_violation_mode(ViolationMode mode) noexcept {
+  Violations& v = violations_state();
+  v.mode_set.store(true);
+  v.mode.store(mode);
+}
+void set_violations_fatal(bool fatal) {
+  set_violation_mode(fatal ? ViolationMode::fatal : ViolationMode::print);
+}
+
+ExpectViolations::ExpectViolations() noexcept {
+  Violations& v = violations_state();
+  std::lock_guard lock(v.mu);
+  ++v.expecting;
+  start_ = v.recorded;
+}
+ExpectViolations::~ExpectViolations() {
+  Violations& v = violations_state();
+  std::lock_guard lock(v.mu);
+  --v.expecting;
+}
+std::size_t ExpectViolations::absorbed() const noexcept {
+  Violations& v = violations_state();
+  std::lock_guard lock(v.mu);
+  return static_cast<std::size_t>(v.recorded - start_);
+}
 
 void fail_call(std::string_view entry_point, std::uint64_t nth, Errc result) {
   if (nth == 0) throw UsageError("tether::sim::fail_call: nth counts from 1");

@@ -214,12 +214,76 @@ struct Violation {
   std::string detail;       ///< what exactly happened
 };
 
-/// Every violation since the last `clear_violations()`, oldest first.
+/// Every violation since the last `clear_violations()`, oldest first, whatever the
+/// `ViolationMode` (expected ones included). Thread safety: safe to call concurrently.
 std::vector<Violation> violations();
-/// Forgets the recorded violations.
+/// Forgets the recorded violations (what was printed stays printed). Thread safety: safe to call
+/// concurrently.
 void clear_violations();
-/// When on, a violation aborts the process after printing it (for debugging a test).
+
+/// What the simulator does when it records a violation, besides logging it for `violations()`.
+/// The starting mode comes from the environment variable `TETHER_SIM_VIOLATIONS` (`print`,
+/// `fatal` or `quiet`; unset or empty means `print`), read when the simulator starts
+/// (`Runtime::simulated()`, which throws UsageError for any other value). CI runs with `fatal`.
+enum class ViolationMode {
+  /// One line on stderr per violation, when it is recorded: "tether simulator: violation <kind>
+  /// in <entry point>: <detail>; <what it means and what to do>" ("in a launch" for what a launch
+  /// found when it executed). The first printed line is followed, once per process, by a line on
+  /// how to change the mode. The default.
+  print,
+  /// The same line, then `std::abort()`: a test run that provokes an unexpected violation fails
+  /// loudly, at the violation.
+  fatal,
+  /// Nothing on stderr: the violation is only logged.
+  quiet,
+};
+/// "print", "fatal" or "quiet".
+std::string_view to_string(ViolationMode mode) noexcept;
+/// The current mode. Thread safety: safe to call concurrently.
+ViolationMode violation_mode() noexcept;
+/// Sets the mode for the rest of the process; a mode set before the simulator starts is not
+/// replaced by `TETHER_SIM_VIOLATIONS` (an invalid value is still refused). Thread safety: safe
+/// to call concurrently; violations being recorded on other threads meanwhile may see either mode.
+void set_violation_mode(ViolationMode mode) noexcept;
+/// Kept from 0.1: `set_violation_mode(fatal ? ViolationMode::fatal : ViolationMode::print)`.
 void set_violations_fatal(bool fatal);
+
+/// Declares that violations are expected while it lives, for a test that provokes them on
+/// purpose: wrap the provoking step, narrowly, in one. A violation recorded while at least one
+/// scope lives, on any thread, is logged as always (`violations()`) but neither printed nor fatal,
+/// whatever the `ViolationMode`. Why process-wide and not per thread: the simulator detects many
+/// violations on its own threads (a launch's pointer arguments are checked on the stream's worker
+/// thread when the launch executes, deferred user-object destructors run on a driver thread), not
+/// on the thread that made the call. So asynchronous work must have executed before the scope
+/// ends (synchronize the stream inside it): a violation recorded after the last scope ended is
+/// unexpected, and printed or fatal.
+///
+///     {
+///       tether::sim::ExpectViolations expected;
+///       exec.launch(stream);   // launches a kernel whose tether::unowned buffer was freed
+///       stream.synchronize();  // the violation is recorded on the stream's thread before this returns
+///       CHECK(expected.absorbed() == 1);
+///     }
+///
+/// Scopes nest and may live on several threads at once; each counts every violation recorded
+/// while it lives. Neither copyable nor movable (like std::lock_guard), so it has no moved-from
+/// state. Makes no driver call and works before the simulator starts; on the real driver it
+/// absorbs nothing, so a test that uses it runs on both drivers. Thread safety: constructing,
+/// destroying and `absorbed()` are safe concurrently with anything.
+class ExpectViolations {
+ public:
+  ExpectViolations() noexcept;
+  ~ExpectViolations();
+  ExpectViolations(const ExpectViolations&) = delete;
+  ExpectViolations& operator=(const ExpectViolations&) = delete;
+
+  /// The number of violations recorded (on any thread) since this scope began: all of them were
+  /// expected, so none was printed or fatal.
+  std::size_t absorbed() const noexcept;
+
+ private:
+  std::uint64_t start_;  // violations recorded in the process before this scope began
+};
 
 /// Fails the `nth` call (1 = the next one) of `entry_point` from now on with `result`, without
 /// doing anything else. `entry_point` is an unversioned driver name such as

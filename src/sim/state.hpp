@@ -55,7 +55,10 @@ CUresult enter(Entry e);
       return enter_result_;                                                                     \
   } while (0)
 
+// Logs a violation and, unless an ExpectViolations scope lives, prints it or aborts (ViolationMode).
 void record_violation(ViolationKind kind, std::string_view entry, std::string detail);
+// Reads TETHER_SIM_VIOLATIONS when the simulator starts (make_table); throws UsageError for a bad value.
+void init_violation_mode();
 // Sets the simulator's explanation of the error being returned (see DriverTable::explain).
 CUresult fail(CUresult r, std::string explanation);
 

@@ -30,6 +30,7 @@ namespace tether::sim {
 using namespace detail;
 
 std::unique_ptr<tether::detail::DriverTable> make_table() {
+  init_violation_mode();
   auto t = std::make_unique<tether::detail::DriverTable>();
   t->stub_all(tether::detail::EntryState::missing);
   fill_core(*t);

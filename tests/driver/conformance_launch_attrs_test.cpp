@@ -988,12 +988,16 @@ TEST_CASE_FIXTURE(AttrFixture,
   if (!sim) return;
   CUgraphNode n = nullptr;
   CUgraph g = one_node(params(k.cluster, {8}), n);
-  CHECK(raw<Entry::cuGraphKernelNodeSetAttribute>(t, n, CU_LAUNCH_ATTRIBUTE_PRIORITY,
-                                                  static_cast<const CUlaunchAttributeValue*>(nullptr)) ==
-        CUDA_ERROR_INVALID_VALUE);
-  CHECK(raw<Entry::cuGraphKernelNodeGetAttribute>(t, n, CU_LAUNCH_ATTRIBUTE_PRIORITY,
-                                                  static_cast<CUlaunchAttributeValue*>(nullptr)) ==
-        CUDA_ERROR_INVALID_VALUE);
+  {
+    tether::sim::ExpectViolations expected;  // null_argument, twice
+    CHECK(raw<Entry::cuGraphKernelNodeSetAttribute>(t, n, CU_LAUNCH_ATTRIBUTE_PRIORITY,
+                                                    static_cast<const CUlaunchAttributeValue*>(nullptr)) ==
+          CUDA_ERROR_INVALID_VALUE);
+    CHECK(raw<Entry::cuGraphKernelNodeGetAttribute>(t, n, CU_LAUNCH_ATTRIBUTE_PRIORITY,
+                                                    static_cast<CUlaunchAttributeValue*>(nullptr)) ==
+          CUDA_ERROR_INVALID_VALUE);
+    CHECK(expected.absorbed() == 2);
+  }
   std::vector<tether::sim::Violation> vs = tether::sim::violations();
   REQUIRE(vs.size() == 2);
   CHECK(vs[0].kind == tether::sim::ViolationKind::null_argument);

@@ -164,9 +164,13 @@ TEST_CASE_FIXTURE(
   CHECK(raw<Entry::cuMemFree>(t, d) == CUDA_SUCCESS);
   g_touch_runs.store(0);
   void* args[] = {&inside};
-  CHECK(raw<Entry::cuLaunchKernel>(t, touch, 1u, 1u, 1u, 1u, 1u, 1u, 0u, stream, args,
-                                   static_cast<void**>(nullptr)) == CUDA_SUCCESS);
-  (void)raw<Entry::cuStreamSynchronize>(t, stream);
+  {
+    tether::sim::ExpectViolations expected;  // use_after_free, found by the stream's thread
+    CHECK(raw<Entry::cuLaunchKernel>(t, touch, 1u, 1u, 1u, 1u, 1u, 1u, 0u, stream, args,
+                                     static_cast<void**>(nullptr)) == CUDA_SUCCESS);
+    (void)raw<Entry::cuStreamSynchronize>(t, stream);
+    CHECK(expected.absorbed() == 1);
+  }
   CHECK(g_touch_runs.load() == 0);
   expect_violations(tether::sim::ViolationKind::use_after_free);
   CHECK(raw<Entry::cuModuleUnload>(t, m) == CUDA_SUCCESS);
