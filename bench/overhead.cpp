@@ -132,7 +132,15 @@ CUresult fake_ctx_get_current(CUcontext* c) {
   return CUDA_SUCCESS;
 }
 
+// Why: the fake cuCtxGetCurrent says a context is current everywhere, so the simulator's
+// cuMemFreeAsync (which needs one for the per-thread stream) would refuse tether's releases on
+// the reclaimer; the measured operations never free, so the simulator's cuMemFree stands in.
+decltype(std::declval<detail::DriverTable>().get<detail::Entry::cuMemFree>()) g_sim_free = nullptr;
+CUresult fake_free_async(CUdeviceptr p, CUstream) { return g_sim_free(p); }
+
 void install_fakes(detail::DriverTable& t) {
+  g_sim_free = t.get<Entry::cuMemFree>();
+  t.set<Entry::cuMemFreeAsync>(&fake_free_async);
   t.set<Entry::cuGraphCreate>(&fake_graph_create);
   t.set<Entry::cuGraphDestroy>(&fake_graph_destroy);
   t.set<Entry::cuGraphAddKernelNode>(&fake_add_kernel);

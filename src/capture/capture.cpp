@@ -77,6 +77,15 @@ std::shared_ptr<CaptureState> find_capture(std::uint64_t id) {
   return found;
 }
 
+// The tether capture whose origin is stream `s`, or null. For error messages only: handles are reused, but not while their capture is registered.
+std::shared_ptr<CaptureState> find_capture_of(CUstream s) {
+  Captures& c = captures();
+  std::lock_guard lock(c.mu);
+  for (auto& [id, st] : c.by_id)
+    if (st->origin == s) return st;
+  return nullptr;
+}
+
 void unregister(std::uint64_t id) noexcept {
   Captures& c = captures();
   std::lock_guard lock(c.mu);
@@ -84,8 +93,10 @@ void unregister(std::uint64_t id) noexcept {
 }
 
 // The driver call of one stream operation; `*entry` names it for errors.
+// `captured`: the stream captures (the EXTERNAL flags of event records and waits are for captures
+// only: outside one the H200 refuses CU_EVENT_RECORD_EXTERNAL with CUDA_ERROR_ILLEGAL_STATE).
 CUresult issue(const DriverTable& t, CUstream s, const CUgraphNodeParams& p, const Launch* l, CUdeviceptr* allocated,
-               Entry* entry) {
+               Entry* entry, bool captured) {
   switch (p.type) {
     case CU_GRAPH_NODE_TYPE_KERNEL: {
       const CUDA_KERNEL_NODE_PARAMS_v3& k = p.kernel;
@@ -163,10 +174,11 @@ CUresult issue(const DriverTable& t, CUstream s, const CUgraphNodeParams& p, con
     case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
       *entry = Entry::cuEventRecordWithFlags;
       return raw<Entry::cuEventRecordWithFlags>(t, p.eventRecord.event, s,
-                                                static_cast<unsigned>(CU_EVENT_RECORD_EXTERNAL));
+                                                captured ? static_cast<unsigned>(CU_EVENT_RECORD_EXTERNAL) : 0u);
     case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
       *entry = Entry::cuStreamWaitEvent;
-      return raw<Entry::cuStreamWaitEvent>(t, s, p.eventWait.event, static_cast<unsigned>(CU_EVENT_WAIT_EXTERNAL));
+      return raw<Entry::cuStreamWaitEvent>(t, s, p.eventWait.event,
+                                           captured ? static_cast<unsigned>(CU_EVENT_WAIT_EXTERNAL) : 0u);
     default:
       *entry = Entry::cuLaunchHostFunc;
       return CUDA_ERROR_NOT_SUPPORTED;
@@ -610,7 +622,7 @@ NodeRef submit(const Stream& s, CUgraphNodeParams& p, const Launch* launch, Owne
     // A host function is tether host work until a host function behind it runs (begin_host_work).
     const bool host = p.type == CU_GRAPH_NODE_TYPE_HOST;
     if (host) begin_host_work();
-    if (CUresult r = issue(t, s.get(), p, launch, allocated, &entry); r != CUDA_SUCCESS) {
+    if (CUresult r = issue(t, s.get(), p, launch, allocated, &entry, false); r != CUDA_SUCCESS) {
       if (host) end_host_work();
       throw_op_error(t, entry, r, what, false);
     }
@@ -626,9 +638,12 @@ NodeRef submit(const Stream& s, CUgraphNodeParams& p, const Launch* launch, Owne
   if (info.status == CU_STREAM_CAPTURE_STATUS_INVALIDATED) {
     // The driver refuses both the operation and a retain on the invalidated capture's graph
     // (H200: cuGraphRetainUserObject INVALID_VALUE): let the operation say why, keeping nothing.
-    CUresult r = issue(t, s.get(), p, launch, allocated, &entry);
+    CUresult r = issue(t, s.get(), p, launch, allocated, &entry, true);
     if (r == CUDA_SUCCESS) r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;  // nothing of it can ever run
+    // Why also by stream: an invalidated capture may not report its id (the H200 did not: the
+    // lookup by id found nothing there).
     std::shared_ptr<CaptureState> cap = find_capture(info.id);
+    if (!cap) cap = find_capture_of(s.get());
     throw_op_error(t, entry, r, what, true, cap.get());
   }
   // Captured: the owners are staged on the capturing graph before the call, so that the node
@@ -639,9 +654,9 @@ NodeRef submit(const Stream& s, CUgraphNodeParams& p, const Launch* launch, Owne
   const std::size_t count = owners.size();
   Staged staged;
   if (!owners.empty()) staged = prepare(t, info.graph, std::move(owners));
-  if (CUresult r = issue(t, s.get(), p, launch, allocated, &entry); r != CUDA_SUCCESS) {
+  if (CUresult r = issue(t, s.get(), p, launch, allocated, &entry, true); r != CUDA_SUCCESS) {
     rollback(t, staged);
-    throw_op_error(t, entry, r, what, true);
+    throw_op_error(t, entry, r, what, true, cap ? cap.get() : find_capture_of(s.get()).get());
   }
   CUgraphNode node = cap ? identify_captured(t, s.get(), before, p.type) : nullptr;
   lock.unlock();
@@ -706,12 +721,23 @@ NodeRecord* CaptureAccess::end_into(Capture& c, Transaction& tx, Box& box, std::
     throw UsageError("Edit::capture: the capture function ended, aborted or moved away its Capture; nothing was added");
   CUgraph g = finish(*st, "Edit::capture");
   const DriverTable& t = *st->drv;
-  if (st->into_body && has_host_node(t, g)) {
+  if (st->into_body) {
     // Host functions other code issued onto the stream (tether's own were refused as issued).
-    if (CUresult d = raw<Entry::cuGraphDestroy>(t, g); d != CUDA_SUCCESS)
-      report_error("destroying a captured region that could not be added", result_name(d));
-    free_records(*st);
-    throw_host_in_body("Edit::capture (a host function other code issued during the capture)");
+    bool host = false;
+    try {
+      host = has_host_node(t, g);
+    } catch (...) {
+      if (CUresult d = raw<Entry::cuGraphDestroy>(t, g); d != CUDA_SUCCESS)
+        report_error("destroying a captured region that could not be added", result_name(d));
+      free_records(*st);
+      throw;
+    }
+    if (host) {
+      if (CUresult d = raw<Entry::cuGraphDestroy>(t, g); d != CUDA_SUCCESS)
+        report_error("destroying a captured region that could not be added", result_name(d));
+      free_records(*st);
+      throw_host_in_body("Edit::capture (a host function other code issued during the capture)");
+    }
   }
   CUgraphNodeParams p{};
   p.type = CU_GRAPH_NODE_TYPE_GRAPH;

@@ -594,8 +594,16 @@ CUresult sim_cuMemFreeAsync(CUdeviceptr dptr, CUstream hs) {
   if (classify(p, 1, true) != Range::live) return CUDA_ERROR_INVALID_VALUE;
   // release_probe D1 (H200): outside capture, a cuMemFreeAsync of cuMemAlloc memory from a thread
   // in GLOBAL mode invalidates another thread's GLOBAL capture, like cuMemFree (D2: not in RELAXED).
-  if (!capturing(s))
+  if (!capturing(s)) {
     if (CUresult r = unsafe_call_guard("cuMemFreeAsync")) return r;
+    // On a stream with nothing queued the free takes effect at once (what a later query or
+    // synchronize sees is the same; release_probe E1), so releases need no wait to be counted.
+    if (s->idle()) {
+      device_free_block(p);
+      pool_block_freed(p);
+      return CUDA_SUCCESS;
+    }
+  }
   return enqueue(
       s, "cuMemFreeAsync", CU_GRAPH_NODE_TYPE_MEM_FREE, [&] { return Params{FreeP{dptr}}; },
       [dptr] {
@@ -831,6 +839,11 @@ CUresult record_event(CUevent h, CUstream hs, unsigned flags, std::string_view e
       e->capture_deps = s->capture_deps;
       return CUDA_SUCCESS;
     }
+    // The issue-21 H200 run: CU_EVENT_RECORD_EXTERNAL on a stream that is not capturing is
+    // refused with CUDA_ERROR_ILLEGAL_STATE (the simulator accepted it, and tether sent it).
+    if (flags & CU_EVENT_RECORD_EXTERNAL)
+      return fail(CUDA_ERROR_ILLEGAL_STATE,
+                  fmt::format("{} with CU_EVENT_RECORD_EXTERNAL on a stream that is not capturing", entry));
     // Recorded outside any capture now: a wait on it no longer forks or joins one.
     e->capture = nullptr;
     e->capture_deps.clear();

@@ -808,12 +808,12 @@ TEST_CASE_FIXTURE(Env, "an injected failure of a creating call throws DriverErro
 TEST_CASE_FIXTURE(Env, "a release the driver fails is reported through the error hook and never thrown") {
   if (!sim) return;  // fault injection is the simulator's
   tether::DeviceBuffer<int> b = ctx.alloc<int>(4);
-  tether::sim::fail_call("cuMemFree", 1, tether::Errc::invalid_value);
+  tether::sim::fail_call("cuMemFreeAsync", 1, tether::Errc::invalid_value);
   CHECK_NOTHROW(b.reset());
   REQUIRE(tether::wait_reclaimed(5000ms));  // the free runs on the reclaimer
   std::vector<std::string> reports = take_reports();
   REQUIRE(reports.size() == 1);
-  CHECK(contains(reports[0], "freeing device memory: cuMemFree failed with CUDA_ERROR_INVALID_VALUE"));
+  CHECK(contains(reports[0], "freeing device memory: cuMemFreeAsync failed with CUDA_ERROR_INVALID_VALUE"));
   CHECK_FALSE(static_cast<bool>(b));
   // The simulator still holds the block the failed free left behind; nothing else leaked.
   CHECK(now().device_allocations == before.device_allocations + 1);
