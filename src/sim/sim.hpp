@@ -64,6 +64,24 @@ using TwinBody = std::function<void(const LaunchInfo&, const void* const* args)>
 /// Prefer `register_kernel<Args...>`. Thread safety: safe to call concurrently.
 void register_kernel_erased(std::string name, std::vector<ParamInfo> params, TwinBody body);
 
+namespace detail {
+// The type-erased body that reads each parameter of `Args...` from `args` and calls `body` with
+// the values, shared by both ways of registering a twin.
+template <class... Args, class F>
+TwinBody twin_body(F body) {
+  static_assert((std::is_trivially_copyable_v<Args> && ...), "kernel parameters must be trivially copyable");
+  return [body = std::move(body)](const LaunchInfo& info, const void* const* args) mutable {
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      body(info, [&] {
+        alignas(Args) std::byte raw[sizeof(Args)];
+        std::memcpy(raw, args[I], sizeof(Args));
+        return *std::launder(reinterpret_cast<Args*>(raw));
+      }()...);
+    }(std::index_sequence_for<Args...>{});
+  };
+}
+}  // namespace detail
+
 /// Registers the host twin of kernel `name`, whose parameters are `Args...` (as in the kernel's
 /// signature). When a launch of `name` executes on the simulator, `body(info, args...)` runs on
 /// the stream's worker thread with the real argument values; pointer arguments are simulated
@@ -76,18 +94,8 @@ void register_kernel_erased(std::string name, std::vector<ParamInfo> params, Twi
 template <class... Args, class F>
   requires std::invocable<F&, const LaunchInfo&, Args...>
 void register_kernel(std::string name, F body) {
-  static_assert((std::is_trivially_copyable_v<Args> && ...), "kernel parameters must be trivially copyable");
   std::vector<ParamInfo> params{ParamInfo{sizeof(Args), std::is_pointer_v<Args>, alignof(Args)}...};
-  register_kernel_erased(std::move(name), std::move(params),
-                         [body = std::move(body)](const LaunchInfo& info, const void* const* args) mutable {
-                           [&]<std::size_t... I>(std::index_sequence<I...>) {
-                             body(info, [&] {
-                               alignas(Args) std::byte raw[sizeof(Args)];
-                               std::memcpy(raw, args[I], sizeof(Args));
-                               return *std::launder(reinterpret_cast<Args*>(raw));
-                             }()...);
-                           }(std::index_sequence_for<Args...>{});
-                         });
+  register_kernel_erased(std::move(name), std::move(params), detail::twin_body<Args...>(std::move(body)));
 }
 
 /// Removes the twin of `name`; returns whether there was one.
@@ -106,21 +114,6 @@ void register_kernel_erased(const void* fn, std::string name, std::vector<ParamI
 bool unregister_kernel_erased(const void* fn) noexcept;
 
 namespace detail {
-// The type-erased body that reads each parameter of `Args...` from `args` and calls `body` with
-// the values, shared by both ways of registering a twin.
-template <class... Args, class F>
-TwinBody twin_body(F body) {
-  static_assert((std::is_trivially_copyable_v<Args> && ...), "kernel parameters must be trivially copyable");
-  return [body = std::move(body)](const LaunchInfo& info, const void* const* args) mutable {
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      body(info, [&] {
-        alignas(Args) std::byte raw[sizeof(Args)];
-        std::memcpy(raw, args[I], sizeof(Args));
-        return *std::launder(reinterpret_cast<Args*>(raw));
-      }()...);
-    }(std::index_sequence_for<Args...>{});
-  };
-}
 // Why a function pointer becomes `const void*`: it is the key the CUDA runtime's own lookup
 // (cudaGetKernel) takes, and what `tether::kernel(&fn)` passes to the library.
 template <class... Args>
