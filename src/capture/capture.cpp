@@ -29,7 +29,9 @@ struct CaptureState {
   std::size_t anonymous = 0;
   std::vector<CUstream> forked;  // forked by Capture::fork and not joined yet
   std::vector<CUevent> events;   // made by fork / join, destroyed when the capture is over
-  bool into_body = false;        // an edit's region for a conditional body: no host functions
+  // An edit's region for a conditional body: no host functions. Atomic: set just after the
+  // capture is registered, and another thread's operation may already read it.
+  std::atomic<bool> into_body{false};
   // Context::synchronize was called while this capture was active (cuCtxSynchronize invalidates
   // every capture, in every mode): the likely cause named when the capture turns out invalidated.
   std::atomic<bool> saw_ctx_synchronize{false};
