@@ -223,6 +223,7 @@ TEST_CASE_FIXTURE(DslFixture, "an allocation beyond a pool's max_bytes, or large
   DeviceBuffer<float> fits = stream.alloc_buffer<float>(kMiB, small);  // within max_bytes
   CHECK(fits.size() == kMiB);
   fits.reset();
+  CHECK(tether::wait_reclaimed(5s));  // the free is queued by the reclaimer
   ctx.synchronize();
   if (simulated) CHECK(sim::stats().device_allocations == before.device_allocations);
 }
