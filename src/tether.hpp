@@ -29,7 +29,7 @@
 #include "graph/graph.hpp"
 #include "graph/edit.hpp"
 #include "exec/exec.hpp"
-#include "capture/mode.hpp"
+#include "graph/capture_mode.hpp"
 #include "capture/capture.hpp"
 #include "resources/mem_pool.hpp"
 #include "introspect/inspect.hpp"

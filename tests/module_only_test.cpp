@@ -393,26 +393,28 @@ TEST_CASE(
   CHECK(Fixture::all(out.data(), 2.0f));
   CHECK(first_runs == 1);
 
-  // Edit::update of each kind (each overload of NodeUpdates), and Edit::keeping(...).update.
+  // Edit::update of each kind (each overload of NodeUpdates), and update specs with keeping.
   g.edit([&](tether::Edit& e) {
     e.update(ms, x, 3.0f);
     e.update(k, tether::Launch{grid1, block_n}, x, 3.0f, n);
     e.update(k, grid1, block_n, tether::unowned(x), 3.0f, n);
-    e.keeping(tether::Owners{PlainOwner{}}).update(k, grid1, block_n, x, 3.0f, n);
+    e.update(k, tether::kernel(f.scale, grid1, block_n, x, 3.0f, n).keeping(tether::Owners{PlainOwner{}}));
     e.update(mc, out, x);
     e.update(h, [&second_runs] { ++second_runs; });
     e.update(rec, ev2);
-    e.keeping(tether::Owners{ev}).update(wt, ev2);
+    e.update(wt, tether::wait(ev2).keeping(tether::Owners{ev}));
+    e.update(ms, tether::memset(x, 3.0f));
+    e.update(mc, tether::memcpy(out, x));
   });
   CHECK(throws_with<tether::UsageError>(
       [&] {
         g.edit([&](tether::Edit& e) {
-          tether::BasicEditUpdate<false> once = e.keeping(tether::Owners{PlainOwner{}});
-          once.update(ms, x, 3.0f);
-          once.update(ms, x, 3.0f);
+          tether::Spec<tether::MemsetNode> once = tether::memset(x, 3.0f).keeping(tether::Owners{PlainOwner{}});
+          e.update(ms, static_cast<tether::Spec<tether::MemsetNode>&&>(once));  // no <utility> here
+          e.update(ms, static_cast<tether::Spec<tether::MemsetNode>&&>(once));
         });
       },
-      "Edit::keeping(...).update: this update was already made"));
+      "Edit::update: this spec is empty"));
   tether::UpdateResult r = exec.update(g);
   CHECK(static_cast<bool>(r));
   CHECK_FALSE(r.reinstantiated);
@@ -422,11 +424,13 @@ TEST_CASE(
   CHECK(Fixture::all(out.data(), 9.0f));
   CHECK(second_runs == 1);
 
-  // GraphExec::update of each kind, GraphExec::keeping(...).update, the child graph update.
+  // GraphExec::update of each kind, update specs with keeping, the child graph update.
   exec.update(ms, x, 1.0f);
   exec.update(k, tether::Launch{grid1, block_n}, tether::unowned(x), 4.0f, n);
   exec.update(k, grid1, block_n, x, 4.0f, n);
-  exec.keeping(tether::Owners{PlainOwner{}, f.ctx.make_stream()}).update(k, grid1, block_n, x, 4.0f, n);
+  exec.update(k, tether::kernel(f.scale, grid1, block_n, x, 4.0f, n).keeping(tether::Owners{PlainOwner{}, f.ctx.make_stream()}));
+  exec.update(ms, tether::memset(x, 1.0f));
+  exec.update(h, tether::host(MoveOnlyCount{&third_runs}));
   exec.update(mc, out, x, n);
   exec.update(h, MoveOnlyCount{&third_runs});
   exec.update(rec, ev);

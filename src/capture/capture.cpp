@@ -94,99 +94,6 @@ void unregister(std::uint64_t id) noexcept {
   c.by_id.erase(id);
 }
 
-// The driver call of one stream operation; `*entry` names it for errors.
-// `captured`: the stream captures (the EXTERNAL flags of event records and waits are for captures
-// only: outside one the H200 refuses CU_EVENT_RECORD_EXTERNAL with CUDA_ERROR_ILLEGAL_STATE).
-CUresult issue(const DriverTable& t, CUstream s, const CUgraphNodeParams& p, const Launch* l, CUdeviceptr* allocated,
-               Entry* entry, bool captured) {
-  switch (p.type) {
-    case CU_GRAPH_NODE_TYPE_KERNEL: {
-      const CUDA_KERNEL_NODE_PARAMS_v3& k = p.kernel;
-      if (l && l->attributes()) {
-        LaunchAttr a[7];
-        const std::size_t n = launch_attrs(*l, a);
-        CUlaunchAttribute attrs[7] = {};
-        for (std::size_t i = 0; i < n; ++i) {
-          attrs[i].id = a[i].id;
-          attrs[i].value = a[i].value;
-        }
-        CUlaunchConfig c{};
-        c.gridDimX = k.gridDimX;
-        c.gridDimY = k.gridDimY;
-        c.gridDimZ = k.gridDimZ;
-        c.blockDimX = k.blockDimX;
-        c.blockDimY = k.blockDimY;
-        c.blockDimZ = k.blockDimZ;
-        c.sharedMemBytes = k.sharedMemBytes;
-        c.hStream = s;
-        c.attrs = attrs;
-        c.numAttrs = static_cast<unsigned>(n);
-        *entry = Entry::cuLaunchKernelEx;
-        return raw<Entry::cuLaunchKernelEx>(t, &c, k.func, k.kernelParams, static_cast<void**>(nullptr));
-      }
-      *entry = Entry::cuLaunchKernel;
-      return raw<Entry::cuLaunchKernel>(t, k.func, k.gridDimX, k.gridDimY, k.gridDimZ, k.blockDimX, k.blockDimY,
-                                        k.blockDimZ, k.sharedMemBytes, s, k.kernelParams, static_cast<void**>(nullptr));
-    }
-    case CU_GRAPH_NODE_TYPE_MEMSET: {
-      const CUDA_MEMSET_NODE_PARAMS_v2& m = p.memset;
-      switch (m.elementSize) {
-        case 1:
-          *entry = Entry::cuMemsetD8Async;
-          return raw<Entry::cuMemsetD8Async>(t, m.dst, static_cast<unsigned char>(m.value), m.width, s);
-        case 2:
-          *entry = Entry::cuMemsetD16Async;
-          return raw<Entry::cuMemsetD16Async>(t, m.dst, static_cast<unsigned short>(m.value), m.width, s);
-        default:
-          *entry = Entry::cuMemsetD32Async;
-          return raw<Entry::cuMemsetD32Async>(t, m.dst, m.value, m.width, s);
-      }
-    }
-    case CU_GRAPH_NODE_TYPE_MEMCPY: {
-      const CUDA_MEMCPY3D& c = p.memcpy.copyParams;
-      const bool src_host = c.srcMemoryType == CU_MEMORYTYPE_HOST, dst_host = c.dstMemoryType == CU_MEMORYTYPE_HOST;
-      const bool src_dev = c.srcMemoryType == CU_MEMORYTYPE_DEVICE, dst_dev = c.dstMemoryType == CU_MEMORYTYPE_DEVICE;
-      if (src_host && dst_dev) {
-        *entry = Entry::cuMemcpyHtoDAsync;
-        return raw<Entry::cuMemcpyHtoDAsync>(t, c.dstDevice, c.srcHost, c.WidthInBytes, s);
-      }
-      if (src_dev && dst_host) {
-        *entry = Entry::cuMemcpyDtoHAsync;
-        return raw<Entry::cuMemcpyDtoHAsync>(t, c.dstHost, c.srcDevice, c.WidthInBytes, s);
-      }
-      if (src_dev && dst_dev) {
-        *entry = Entry::cuMemcpyDtoDAsync;
-        return raw<Entry::cuMemcpyDtoDAsync>(t, c.dstDevice, c.srcDevice, c.WidthInBytes, s);
-      }
-      // Host to host, or an end of unknown kind: unified addressing tells the driver.
-      const CUdeviceptr dst = dst_host ? static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(c.dstHost)) : c.dstDevice;
-      const CUdeviceptr src = src_host ? static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(c.srcHost)) : c.srcDevice;
-      *entry = Entry::cuMemcpyAsync;
-      return raw<Entry::cuMemcpyAsync>(t, dst, src, c.WidthInBytes, s);
-    }
-    case CU_GRAPH_NODE_TYPE_HOST:
-      *entry = Entry::cuLaunchHostFunc;
-      return raw<Entry::cuLaunchHostFunc>(t, s, p.host.fn, p.host.userData);
-    case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
-      *entry = Entry::cuMemAllocAsync;
-      return raw<Entry::cuMemAllocAsync>(t, allocated, p.alloc.bytesize, s);
-    case CU_GRAPH_NODE_TYPE_MEM_FREE:
-      *entry = Entry::cuMemFreeAsync;
-      return raw<Entry::cuMemFreeAsync>(t, p.free.dptr, s);
-    case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
-      *entry = Entry::cuEventRecordWithFlags;
-      return raw<Entry::cuEventRecordWithFlags>(t, p.eventRecord.event, s,
-                                                captured ? static_cast<unsigned>(CU_EVENT_RECORD_EXTERNAL) : 0u);
-    case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
-      *entry = Entry::cuStreamWaitEvent;
-      return raw<Entry::cuStreamWaitEvent>(t, s, p.eventWait.event,
-                                           captured ? static_cast<unsigned>(CU_EVENT_WAIT_EXTERNAL) : 0u);
-    default:
-      *entry = Entry::cuLaunchHostFunc;
-      return CUDA_ERROR_NOT_SUPPORTED;
-  }
-}
-
 // A failed marker keeps the burst for the next one (never released early); it is reported.
 void report_marker_failure(const DriverTable& t, CUresult r) noexcept {
   if (r != CUDA_SUCCESS)
@@ -602,8 +509,7 @@ CUevent capture_event(CaptureState& st, const char* what) {
 
 }  // namespace
 
-NodeRef submit(const Stream& s, CUgraphNodeParams& p, const Launch* launch, Owners&& owners, const char* what,
-               CUdeviceptr* allocated) {
+NodeRef submit(const Stream& s, const StreamOp& op, Owners&& owners, const char* what) {
   ReleaseIfUnused guard(owners);
   const ContextState& cs = StreamAccess::state(s, what);
   const DriverTable& t = *cs.table;
@@ -622,9 +528,9 @@ NodeRef submit(const Stream& s, CUgraphNodeParams& p, const Launch* launch, Owne
   Entry entry{};
   if (info.status == CU_STREAM_CAPTURE_STATUS_NONE) {
     // A host function is tether host work until a host function behind it runs (begin_host_work).
-    const bool host = p.type == CU_GRAPH_NODE_TYPE_HOST;
+    const bool host = op.params->type == CU_GRAPH_NODE_TYPE_HOST;
     if (host) begin_host_work();
-    if (CUresult r = issue(t, s.get(), p, launch, allocated, &entry, false); r != CUDA_SUCCESS) {
+    if (CUresult r = op.issue(t, s.get(), false, &entry); r != CUDA_SUCCESS) {
       if (host) end_host_work();
       throw_op_error(t, entry, r, what, false);
     }
@@ -640,7 +546,7 @@ NodeRef submit(const Stream& s, CUgraphNodeParams& p, const Launch* launch, Owne
   if (info.status == CU_STREAM_CAPTURE_STATUS_INVALIDATED) {
     // The driver refuses both the operation and a retain on the invalidated capture's graph
     // (H200: cuGraphRetainUserObject INVALID_VALUE): let the operation say why, keeping nothing.
-    CUresult r = issue(t, s.get(), p, launch, allocated, &entry, true);
+    CUresult r = op.issue(t, s.get(), true, &entry);
     if (r == CUDA_SUCCESS) r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;  // nothing of it can ever run
     // Why also by stream: an invalidated capture may not report its id (the H200 did not: the
     // lookup by id found nothing there).
@@ -651,16 +557,16 @@ NodeRef submit(const Stream& s, CUgraphNodeParams& p, const Launch* launch, Owne
   // Captured: the owners are staged on the capturing graph before the call, so that the node
   // never exists without them.
   std::shared_ptr<CaptureState> cap = find_capture(info.id);
-  if (cap && cap->into_body && p.type == CU_GRAPH_NODE_TYPE_HOST) [[unlikely]]
+  if (cap && cap->into_body && op.params->type == CU_GRAPH_NODE_TYPE_HOST) [[unlikely]]
     throw_host_in_body(what);
   const std::size_t count = owners.size();
   Staged staged;
   if (!owners.empty()) staged = prepare(t, info.graph, std::move(owners));
-  if (CUresult r = issue(t, s.get(), p, launch, allocated, &entry, true); r != CUDA_SUCCESS) {
+  if (CUresult r = op.issue(t, s.get(), true, &entry); r != CUDA_SUCCESS) {
     rollback(t, staged);
     throw_op_error(t, entry, r, what, true, cap ? cap.get() : find_capture_of(s.get()).get());
   }
-  CUgraphNode node = cap ? identify_captured(t, s.get(), before, p.type) : nullptr;
+  CUgraphNode node = cap ? identify_captured(t, s.get(), before, op.params->type) : nullptr;
   lock.unlock();
   if (cap) {
     std::lock_guard cap_lock(cap->mu);
@@ -669,7 +575,7 @@ NodeRef submit(const Stream& s, CUgraphNodeParams& p, const Launch* launch, Owne
         room_for_one(cap->nodes);
         NodeRecord* rec = cap->h->allocate_record();
         rec->node = node;
-        rec->type = p.type;
+        rec->type = op.params->type;
         rec->pending = true;
         cap->nodes.push_back({rec, staged});
         return NodeRef{cap->h, rec, rec->generation.load(std::memory_order_acquire)};
@@ -887,17 +793,15 @@ void Stream::record(const Event& event) const {
 }
 
 Node<EventRecordNode> Stream::record_external(const Event& event) const {
-  (void)state("Stream::record_external");
-  detail::EventDesc<true> d(event);
-  return detail::NodeAccess::make<EventRecordNode>(
-      detail::submit(*this, d.params(), nullptr, std::move(d.owners()), "Stream::record_external"));
+  const detail::ContextState& cs = state("Stream::record_external");
+  Spec<EventRecordNode> spec(detail::What{"Stream::record_external"}, event);
+  return detail::enqueue_as(*this, cs, spec, "Stream::record_external");
 }
 
 Node<EventWaitNode> Stream::wait_external(const Event& event) const {
-  (void)state("Stream::wait_external");
-  detail::EventDesc<false> d(event);
-  return detail::NodeAccess::make<EventWaitNode>(
-      detail::submit(*this, d.params(), nullptr, std::move(d.owners()), "Stream::wait_external"));
+  const detail::ContextState& cs = state("Stream::wait_external");
+  Spec<EventWaitNode> spec(detail::What{"Stream::wait_external"}, event);
+  return detail::enqueue_as(*this, cs, spec, "Stream::wait_external");
 }
 
 void Stream::wait(const Event& event) const {

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 The tether authors
 //
-// Stream work with owned operands, and stream capture (docs/capture.md). A stream operation builds
-// the same descriptor as an edit's node creator; `submit` then issues it on the stream. Outside
+// Stream work with owned operands, and stream capture (docs/capture.md). A stream operation takes
+// the same spec as an edit's node creator; `submit` then issues it on the stream by the kind's own
+// stream call. Outside
 // capture its owners join the stream's burst (released once the stream has passed them). During
 // a capture they are staged on the capturing graph before the driver call (a user object retained
 // there, as in an edit's prepare), and the node the call created is identified afterwards as the
@@ -25,18 +26,60 @@ struct StreamAccess {
   static const ContextPtr& owner(const Stream& s) noexcept { return s.handle_.deleter().owner; }
 };
 
-/// Issues one stream operation described by `p` (kernel, memcpy, memset, host, memory allocation
-/// or free parameters; `launch` carries a kernel's attributes) on `s`, keeping `owners` as the
-/// class comment of Stream says. Returns the captured node's handle, or an empty one outside
-/// capture or where the node cannot be identified. `allocated` receives an allocation's address.
-/// Throws UsageError (empty stream, inside a host callback), DriverError naming the entry point;
-/// on failure the owners are released on the reclaimer and nothing stays on any graph.
-NodeRef submit(const Stream& s, CUgraphNodeParams& p, const Launch* launch, Owners&& owners, const char* what,
-               CUdeviceptr* allocated = nullptr);
+/// One stream operation for `submit`: its node's parameters (the kind a captured node must have)
+/// and its stream call (`captured`: the stream captures).
+struct StreamOp {
+  const CUgraphNodeParams* params;
+  FunctionRef<CUresult(const DriverTable&, CUstream, bool captured, Entry*)> issue;
+};
+
+/// Issues one stream operation on `s`, keeping `owners` as the class comment of Stream says.
+/// Returns the captured node's handle, or an empty one outside capture or where the node cannot
+/// be identified. Throws UsageError (empty stream, inside a host callback), DriverError naming the
+/// entry point; on failure the owners are released on the reclaimer and nothing stays on any
+/// graph.
+NodeRef submit(const Stream& s, const StreamOp& op, Owners&& owners, const char* what);
+
+/// The one door of stream work: `spec` (consumed) issued on `s` by its kind's stream call.
+template <class K>
+Node<K> enqueue_as(const Stream& s, const ContextState& cs, Spec<K>& spec, const char* what) {
+  static_assert(!std::is_same_v<K, EmptyNode>,
+                "enqueue: stream work has no empty operation (on a stream, order joins work; use an Event to join "
+                "streams)");
+  SpecAccess::consume(spec, what);
+  SpecAccess::prepare(spec, *cs.table, cs.context, what);
+  auto issue = [&](const DriverTable& t, CUstream stream, bool captured, Entry* entry) {
+    return SpecAccess::enqueue(spec, t, stream, captured, entry);
+  };
+  NodeRef r = submit(s, StreamOp{&SpecAccess::params(spec), issue}, std::move(SpecAccess::owners(spec)), what);
+  return NodeAccess::make<K>(std::move(r), SpecAccess::extra<K>(spec));
+}
 
 }  // namespace tether::detail
 
 TETHER_EXPORT namespace tether {
+
+/// Issues `spec` on `stream` as stream work, by its kind's stream call chosen at compile time
+/// (kernel: cuLaunchKernel / cuLaunchKernelEx; memset: cuMemsetD8/16/32Async; memcpy:
+/// cuMemcpy*Async; host: cuLaunchHostFunc; record / wait: cuEventRecordWithFlags /
+/// cuStreamWaitEvent with the EXTERNAL flags inside a capture), keeping the spec's owners as the
+/// class comment of Stream says. Inside a capture it returns the captured node's handle (empty
+/// where the node cannot be identified, see docs/capture.md); outside one an empty handle. The
+/// spec is consumed, also on failure (its owners are then released on the reclaimer). Throws
+/// UsageError (empty spec or stream, inside a host callback, a host function in a conditional
+/// body's capture), DriverError naming the entry point. Thread safety: as Stream's operations.
+/// `s.launch(...)`, `s.memset(...)` and friends are one-line spellings of it. Since 0.5.
+template <class K>
+Node<K> enqueue(const Stream& stream, Spec<K>&& spec) {
+  const detail::ContextState& cs = detail::StreamAccess::state(stream, "tether::enqueue");
+  return detail::enqueue_as(stream, cs, spec, "tether::enqueue");
+}
+/// A spec is used once: pass `std::move(spec)`.
+template <class K>
+Node<K> enqueue(const Stream&, Spec<K>&) {
+  static_assert(detail::dependent_false<K>, "enqueue: a spec makes one node version: pass std::move(spec)");
+  return {};
+}
 
 /// A stream capture in progress (`cuStreamBeginCapture` on construction, `cuStreamEndCapture` in
 /// `end`), scoped: dropping a Capture that was not ended ends the capture and discards what it
@@ -183,10 +226,9 @@ tether::Node<tether::KernelNode<P...>> tether::Stream::launch(const Kernel<P...>
                                                               A&&... args) const {
   static_assert(detail::KernelArgsCheck<std::tuple<P...>, A&&...>::ok);
   const detail::ContextState& cs = state("Stream::launch");
-  const detail::KernelInfo* info = detail::KernelAccess::info(k);
-  detail::KernelDesc<P...> d(*cs.table, "Stream::launch", *info, k, l, std::forward<A>(args)...);
-  detail::NodeRef r = detail::submit(*this, d.params(), &d.launch(), std::move(d.owners()), "Stream::launch");
-  return detail::NodeAccess::make<KernelNode<P...>>(std::move(r), detail::NodeExtra<KernelNode<P...>>{info});
+  Spec<KernelNode<P...>> spec(detail::What{"Stream::launch"}, *detail::KernelAccess::info(k), k, l,
+                              std::forward<A>(args)...);
+  return detail::enqueue_as(*this, cs, spec, "Stream::launch");
 }
 
 template <class... P, class... A>
@@ -201,9 +243,8 @@ tether::Node<tether::MemcpyNode> tether::Stream::memcpy(Dst&& dst, Src&& src, st
                 "memcpy: each end is a SharedBuffer/DeviceBuffer&&, a SharedPinnedBuffer/PinnedBuffer&& or "
                 "tether::unowned(p, count)");
   const detail::ContextState& cs = state("Stream::memcpy");
-  detail::MemcpyDesc d("Stream::memcpy", cs.context, std::forward<Dst>(dst), std::forward<Src>(src), count);
-  return detail::NodeAccess::make<MemcpyNode>(
-      detail::submit(*this, d.params(), nullptr, std::move(d.owners()), "Stream::memcpy"));
+  Spec<MemcpyNode> spec(detail::What{"Stream::memcpy"}, std::forward<Dst>(dst), std::forward<Src>(src), count);
+  return detail::enqueue_as(*this, cs, spec, "Stream::memcpy");
 }
 
 template <class Dst, class T>
@@ -211,17 +252,15 @@ tether::Node<tether::MemsetNode> tether::Stream::memset(Dst&& dst, const T& valu
   static_assert(detail::Endpoint<Dst&&>::ok && !detail::Endpoint<Dst&&>::pinned,
                 "memset: the destination is a SharedBuffer<T>, a DeviceBuffer<T>&& or tether::unowned(p, count)");
   const detail::ContextState& cs = state("Stream::memset");
-  detail::MemsetDesc d("Stream::memset", cs.context, std::forward<Dst>(dst), value);
-  return detail::NodeAccess::make<MemsetNode>(
-      detail::submit(*this, d.params(), nullptr, std::move(d.owners()), "Stream::memset"));
+  Spec<MemsetNode> spec(detail::What{"Stream::memset"}, std::forward<Dst>(dst), value);
+  return detail::enqueue_as(*this, cs, spec, "Stream::memset");
 }
 
 template <class F>
 tether::Node<tether::HostNode> tether::Stream::host(F&& fn) const {
-  (void)state("Stream::host");
-  detail::HostDesc d(std::forward<F>(fn));
-  return detail::NodeAccess::make<HostNode>(
-      detail::submit(*this, d.params(), nullptr, std::move(d.owners()), "Stream::host"));
+  const detail::ContextState& cs = state("Stream::host");
+  Spec<HostNode> spec(detail::What{"Stream::host"}, std::forward<F>(fn));
+  return detail::enqueue_as(*this, cs, spec, "Stream::host");
 }
 
 template <class T>
@@ -229,7 +268,11 @@ tether::AllocResult<T> tether::Stream::alloc_async(std::size_t count) const {
   const detail::ContextState& cs = state("Stream::alloc_async");
   detail::MemAllocDesc d("Stream::alloc_async", cs.device, count, sizeof(T));
   CUdeviceptr p = 0;
-  detail::NodeRef r = detail::submit(*this, d.params(), nullptr, std::move(d.owners()), "Stream::alloc_async", &p);
+  auto issue = [&](const detail::DriverTable& t, CUstream s, bool, detail::Entry* entry) {
+    *entry = detail::Entry::cuMemAllocAsync;
+    return detail::raw<detail::Entry::cuMemAllocAsync>(t, &p, d.params().alloc.bytesize, s);
+  };
+  detail::NodeRef r = detail::submit(*this, {&d.params(), issue}, std::move(d.owners()), "Stream::alloc_async");
   return {detail::NodeAccess::make<MemAllocNode>(std::move(r)),
           Unowned<T>{reinterpret_cast<T*>(static_cast<std::uintptr_t>(p)), count}};
 }
@@ -238,6 +281,10 @@ template <class T>
 tether::Node<tether::MemFreeNode> tether::Stream::free_async(const Unowned<T>& memory) const {
   (void)state("Stream::free_async");
   detail::MemFreeDesc d(static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(memory.ptr)));
+  auto issue = [&](const detail::DriverTable& t, CUstream s, bool, detail::Entry* entry) {
+    *entry = detail::Entry::cuMemFreeAsync;
+    return detail::raw<detail::Entry::cuMemFreeAsync>(t, d.params().free.dptr, s);
+  };
   return detail::NodeAccess::make<MemFreeNode>(
-      detail::submit(*this, d.params(), nullptr, std::move(d.owners()), "Stream::free_async"));
+      detail::submit(*this, {&d.params(), issue}, std::move(d.owners()), "Stream::free_async"));
 }

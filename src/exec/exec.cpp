@@ -525,12 +525,14 @@ detail::NodeRecord* GraphExec::checked_record(const detail::NodeRef& n, const ch
   return r;
 }
 
-void GraphExec::set_node(detail::NodeRecord* r, CUgraphNodeParams& p, const char* what) {
+void GraphExec::set_node(detail::NodeRecord* r, CUgraphNodeParams& p, const char* noun) {
   CUresult res = detail::raw<detail::Entry::cuGraphExecNodeSetParams>(*s_->drv, s_->exec, r->node, &p);
-  if (res != CUDA_SUCCESS) detail::throw_call_error(*s_->drv, detail::Entry::cuGraphExecNodeSetParams, res, what);
+  if (res != CUDA_SUCCESS)
+    detail::throw_call_error(*s_->drv, detail::Entry::cuGraphExecNodeSetParams, res,
+                             fmt::format("updating {} of an executable graph", noun));
 }
 
-void GraphExec::node_update(const detail::NodeRef& n, const char* node_what, Owners* extra,
+void GraphExec::node_update(const detail::NodeRef& n, const char* node_what,
                             detail::FunctionRef<Owners(detail::NodeRecord*)> build) {
   // Compared by ownership: the record is read only once the source (kept by this executable) is
   // known to be its hierarchy.
@@ -548,35 +550,11 @@ void GraphExec::node_update(const detail::NodeRef& n, const char* node_what, Own
     detail::ExecOwners::Slot& slot = o.slot(r);
     if (o.retired.size() == o.retired.capacity()) o.retired.reserve(o.retired.capacity() * 2 + 4);
     Owners owners = build(r);  // a rejected update releases its owners (on the reclaimer)
-    if (extra) owners += std::move(*extra);
     o.supersede(slot, dead);
     slot.owners = std::move(owners);
     slot.installed_at = o.launches;
   }
   detail::release_on_reclaimer(std::move(dead));
-}
-
-GraphExec::KeepingUpdate GraphExec::keeping(Owners&& owners) {
-  live("GraphExec::keeping");
-  return KeepingUpdate(this, std::move(owners));
-}
-
-void GraphExec::do_update(Owners* extra, const Node<EventRecordNode>& node, const Event& event) {
-  live("GraphExec::update");
-  detail::EventDesc<true> d(event);
-  node_update(detail::NodeAccess::ref(node), "the event record node to update", extra, [&](detail::NodeRecord* r) {
-    set_node(r, d.params(), "updating an event record node of an executable graph");
-    return std::move(d.owners());
-  });
-}
-
-void GraphExec::do_update(Owners* extra, const Node<EventWaitNode>& node, const Event& event) {
-  live("GraphExec::update");
-  detail::EventDesc<false> d(event);
-  node_update(detail::NodeAccess::ref(node), "the event wait node to update", extra, [&](detail::NodeRecord* r) {
-    set_node(r, d.params(), "updating an event wait node of an executable graph");
-    return std::move(d.owners());
-  });
 }
 
 void GraphExec::update(const Node<ChildNode>& node, const Graph& graph) {

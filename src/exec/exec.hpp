@@ -153,11 +153,6 @@ class GraphExec : public NodeUpdates<GraphExec> {
   /// same topology required): the executable drops the old child's references and takes `graph`'s.
   void update(const Node<ChildNode>& node, const Graph& graph);
 
-  /// Extra owners for the next per-node update's version: `exec.keeping(std::move(o)).update(node,
-  /// ...)`. They are kept like that version's own owners, and not carried over to a later update.
-  class KeepingUpdate;
-  KeepingUpdate keeping(Owners&& owners);
-
   /// Enables or disables a kernel, memcpy or memset node in this executable (cuGraphNodeSetEnabled).
   template <class K>
     requires(std::is_same_v<K, MemcpyNode> || std::is_same_v<K, MemsetNode> || requires { typename K::kernel_tag; })
@@ -185,27 +180,31 @@ class GraphExec : public NodeUpdates<GraphExec> {
   friend class Graph;
   friend Inspection inspect(const GraphExec& exec);
   friend class NodeUpdates<GraphExec>;
+  static constexpr detail::UpdateNames update_names{"GraphExec::update", "GraphExec::update(memset)",
+                                                     "GraphExec::update(memcpy)"};
   explicit GraphExec(std::shared_ptr<detail::ExecState> s) noexcept : s_(std::move(s)) {}
   detail::ExecState& live(std::string_view call) const;
   // The one per-node update path: checks `n` once under its graph's publish lock, then
-  // `build(record)` builds the kind's descriptor and makes the driver call (throwing on failure)
-  // and returns the version's owners, which (with `extra`) replace the node's executable version.
-  void node_update(const detail::NodeRef& n, const char* node_what, Owners* extra,
-                   detail::FunctionRef<Owners(detail::NodeRecord*)> build);
+  // `build(record)` makes the driver call (throwing on failure) and returns the version's owners,
+  // which replace the node's executable version.
+  void node_update(const detail::NodeRef& n, const char* node_what, detail::FunctionRef<Owners(detail::NodeRecord*)> build);
   detail::NodeRecord* checked_record(const detail::NodeRef& n, const char* what) const;
   [[noreturn]] static void throw_node_error(const char* what, bool valid);
-  void set_node(detail::NodeRecord* r, CUgraphNodeParams& p, const char* what);
-
-  template <class... P, class... A>
-  void do_update(Owners* extra, const Node<KernelNode<P...>>& node, const Launch& launch, A&&... args);
-  template <class Dst, class T>
-  void do_update(Owners* extra, const Node<MemsetNode>& node, Dst&& dst, const T& value);
-  template <class Dst, class Src>
-  void do_update(Owners* extra, const Node<MemcpyNode>& node, Dst&& dst, Src&& src, std::size_t count = 0);
-  template <class F>
-  void do_update(Owners* extra, const Node<HostNode>& node, F&& fn);
-  void do_update(Owners* extra, const Node<EventRecordNode>& node, const Event& event);
-  void do_update(Owners* extra, const Node<EventWaitNode>& node, const Event& event);
+  void set_node(detail::NodeRecord* r, CUgraphNodeParams& p, const char* noun);
+  // NodeUpdates' door: the spec `make()` gives, once the node is checked (under the lock).
+  template <class K, class Make>
+  void update_made(const Node<K>& node, Make&& make) {
+    using detail::SpecAccess;
+    live("GraphExec::update");
+    node_update(detail::NodeAccess::ref(node), Spec<K>::to_update, [&](detail::NodeRecord* r) {
+      auto&& spec = make();
+      SpecAccess::consume(spec, "GraphExec::update");
+      SpecAccess::check_exec(spec, "GraphExec::update");
+      SpecAccess::prepare(spec, table(), detail::context_handle(context()), "GraphExec::update");
+      set_node(r, SpecAccess::params(spec), Spec<K>::noun);
+      return std::move(SpecAccess::owners(spec));
+    });
+  }
   void set_enabled(const detail::NodeRef& n, bool on);
   bool get_enabled(const detail::NodeRef& n) const;
   const Context& context() const noexcept;
@@ -214,76 +213,6 @@ class GraphExec : public NodeUpdates<GraphExec> {
 
   std::shared_ptr<detail::ExecState> s_;
 };
-
-/// One per-node update with extra owners (from `GraphExec::keeping`): call `update` on it once,
-/// with the arguments `GraphExec::update` takes.
-class GraphExec::KeepingUpdate : public NodeUpdates<GraphExec::KeepingUpdate> {
- private:
-  friend class GraphExec;
-  friend class NodeUpdates<KeepingUpdate>;
-  template <class... A>
-  void do_update(Owners*, A&&... args) {
-    if (!exec_) throw UsageError("GraphExec::keeping(...).update: this update was already made");
-    std::exchange(exec_, nullptr)->do_update(&extra_, std::forward<A>(args)...);
-  }
-  KeepingUpdate(GraphExec* e, Owners&& extra) : exec_(e), extra_(std::move(extra)) {}
-  GraphExec* exec_;
-  Owners extra_;
-};
-
-// ---------------------------------------------------------------------------- templates
-
-template <class... P, class... A>
-void GraphExec::do_update(Owners* extra, const Node<KernelNode<P...>>& node, const Launch& launch, A&&... args) {
-  static_assert(detail::KernelArgsCheck<std::tuple<P...>, A&&...>::ok);
-  live("GraphExec::update");
-  if (launch.attributes()) detail::throw_exec_attributes("GraphExec::update", launch.attributes());
-  // Built under the lock, once the node is known to be alive (its versions keep the kernel); the
-  // arguments are only copied there, so a refusal before leaves them with the caller.
-  node_update(detail::NodeAccess::ref(node), "the kernel node to update", extra, [&](detail::NodeRecord* r) {
-    (void)r;
-    std::shared_ptr<const detail::KernelInfo> kernel = detail::kernel_of(node);
-    detail::KernelDesc<P...> d(table(), "GraphExec::update", *kernel, std::move(kernel), launch, std::forward<A>(args)...);
-    set_node(r, d.params(), "updating a kernel node of an executable graph");
-    return std::move(d.owners());
-  });
-}
-
-template <class Dst, class T>
-void GraphExec::do_update(Owners* extra, const Node<MemsetNode>& node, Dst&& dst, const T& value) {
-  static_assert(detail::Endpoint<Dst&&>::ok && !detail::Endpoint<Dst&&>::pinned,
-                "GraphExec::update(memset): the destination is a SharedBuffer<T>, a DeviceBuffer<T>&& or tether::unowned(p, count)");
-  live("GraphExec::update");
-  // Built first: whatever happens next, its owners are released on the reclaimer.
-  detail::MemsetDesc d("GraphExec::update(memset)", detail::context_handle(context()), std::forward<Dst>(dst), value);
-  node_update(detail::NodeAccess::ref(node), "the memset node to update", extra, [&](detail::NodeRecord* r) {
-    set_node(r, d.params(), "updating a memset node of an executable graph");
-    return std::move(d.owners());
-  });
-}
-
-template <class Dst, class Src>
-void GraphExec::do_update(Owners* extra, const Node<MemcpyNode>& node, Dst&& dst, Src&& src, std::size_t count) {
-  static_assert(detail::Endpoint<Dst&&>::ok && detail::Endpoint<Src&&>::ok,
-                "GraphExec::update(memcpy): each end is a shared or moved-in buffer, or tether::unowned(p, count)");
-  live("GraphExec::update");
-  detail::MemcpyDesc d("GraphExec::update(memcpy)", detail::context_handle(context()), std::forward<Dst>(dst),
-                       std::forward<Src>(src), count);
-  node_update(detail::NodeAccess::ref(node), "the memcpy node to update", extra, [&](detail::NodeRecord* r) {
-    set_node(r, d.params(), "updating a memcpy node of an executable graph");
-    return std::move(d.owners());
-  });
-}
-
-template <class F>
-void GraphExec::do_update(Owners* extra, const Node<HostNode>& node, F&& fn) {
-  live("GraphExec::update");
-  detail::HostDesc d(std::forward<F>(fn));
-  node_update(detail::NodeAccess::ref(node), "the host node to update", extra, [&](detail::NodeRecord* r) {
-    set_node(r, d.params(), "updating a host node of an executable graph");
-    return std::move(d.owners());
-  });
-}
 
 }  // namespace tether
 

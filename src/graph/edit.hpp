@@ -8,7 +8,7 @@
 
 #include "../config.hpp"
 #include "../prelude.hpp"
-#include "../capture/mode.hpp"
+#include "capture_mode.hpp"
 #include "graph.hpp"
 #include "kinds/child.hpp"
 #include "kinds/conditional.hpp"
@@ -35,7 +35,6 @@ struct Site {
 std::span<NodeRecord* const> no_deps() noexcept;
 [[noreturn]] void throw_finished_edit();
 [[noreturn]] void throw_stale_inserter(std::string_view what);
-[[noreturn]] void throw_no_kernel();
 void check_not_body(const Box& box, const char* what);
 CUcontext context_handle(const Context& c) noexcept;
 Box* box_of(Transaction& tx, const BoxRef& ref, const char* what);
@@ -55,15 +54,6 @@ NodeRecord* add_conditional(Transaction& tx, Box& box, std::span<NodeRecord* con
 CUgraphConditionalHandle make_conditional_handle(Transaction& tx, Box& box, CUcontext ctx, unsigned default_value,
                                                  bool assign_default);
 
-/// The kernel a checked kernel node runs (its versions keep it), as a new reference to its record
-/// (what an update's version keeps). Throws UsageError for a handle that carries none.
-template <class... P>
-std::shared_ptr<const KernelInfo> kernel_of(const Node<KernelNode<P...>>& node) {
-  const KernelInfo* info = NodeAccess::extra(node).kernel;
-  if (!info) throw_no_kernel();
-  return info->shared_from_this();
-}
-
 }  // namespace tether::detail
 
 TETHER_EXPORT namespace tether {
@@ -77,24 +67,36 @@ TETHER_EXPORT namespace tether {
 template <class Derived, bool InBody>
 class Builder {
  public:
+  /// A node made from `spec` (`e.add(tether::memset(buf, 0.0f))`, `e.after(n).add(...)`,
+  /// `e.in(body).add(...)`): created after the site's dependencies (cuGraphAddNode; a kernel's
+  /// launch attributes then with cuGraphKernelNodeSetAttribute), its version keeping the spec's
+  /// owners (and the site's `keeping`). The spec is consumed, also when the add fails (its owners
+  /// are then released on the reclaimer). Throws UsageError for an empty spec, DriverError. The
+  /// one door of every creator below; since 0.5.
+  template <class K>
+  Node<K> add(Spec<K>&& spec) {
+    detail::Site s = site("Edit::add");
+    return add_spec(s, spec, "Edit::add");
+  }
+  /// A spec is used once: pass `std::move(spec)`.
+  template <class K>
+  Node<K> add(Spec<K>&) {
+    static_assert(detail::dependent_false<K>, "Edit::add: a spec makes one node version: pass std::move(spec)");
+    return {};
+  }
+
   /// A kernel node launching `k` with `launch` (dimensions, dynamic shared memory, attributes)
   /// and `args`, checked at compile time against `k`'s parameter list (count, types, no
   /// narrowing). Keeps `k` (so its module), and every buffer argument, alive. Attributes are set
   /// with cuGraphKernelNodeSetAttribute; dynamic shared memory beyond 48 KiB raises the kernel's
-  /// limit (cuFuncSetAttribute, see Launch::shared_memory).
+  /// limit (cuFuncSetAttribute, see Launch::shared_memory). `add(tether::kernel(k, launch, args...))`.
   template <class... P, class... A>
   Node<KernelNode<P...>> launch(const Kernel<P...>& k, const Launch& launch, A&&... args) {
     static_assert(detail::KernelArgsCheck<std::tuple<P...>, A&&...>::ok);
     detail::Site s = site("Edit::launch");
-    const detail::DriverTable& drv = *s.tx->hierarchy().drv;
-    detail::KernelDesc<P...> d(drv, "Edit::launch", *detail::KernelAccess::info(k), k, launch, std::forward<A>(args)...);
-    detail::NodeRecord* r;
-    if (d.has_attributes())
-      r = add(s, d, [&](detail::Hierarchy&, detail::NodeRecord* rec) { d.set_attributes(drv, rec->node, "Edit::launch"); });
-    else
-      r = add(s, d);
-    return detail::NodeAccess::make<KernelNode<P...>>(detail::NodeRef{s.tx->shared(), r, r->generation.load()},
-                                                      detail::NodeExtra<KernelNode<P...>>{detail::KernelAccess::info(k)});
+    Spec<KernelNode<P...>> spec(detail::What{"Edit::launch"}, *detail::KernelAccess::info(k), k, launch,
+                                std::forward<A>(args)...);
+    return add_spec(s, spec, "Edit::launch");
   }
   /// Shorthand for `launch(k, Launch{grid, block}, args...)`.
   template <class... P, class... A>
@@ -105,57 +107,57 @@ class Builder {
   /// A host node running `fn()` on every launch. `fn` may be move-only; it is kept (with its
   /// captured state) as long as any consumer of this version may run it. It runs on a driver
   /// thread where CUDA calls are not allowed; exceptions it throws are reported through the error
-  /// hook.
+  /// hook. `add(tether::host(fn))`.
   template <class F>
   Node<HostNode> host(F&& fn) {
     detail::Site s = site("Edit::host");
-    detail::HostDesc d(std::forward<F>(fn));
-    return made<HostNode>(s, add(s, d));
+    Spec<HostNode> spec(detail::What{"Edit::host"}, std::forward<F>(fn));
+    return add_spec(s, spec, "Edit::host");
   }
 
   /// A memset node setting every element of `dst` to `value`. `dst` is a SharedBuffer<T> or
-  /// DeviceBuffer<T>&& (kept alive) or tether::unowned(p, count).
+  /// DeviceBuffer<T>&& (kept alive) or tether::unowned(p, count). `add(tether::memset(dst, value))`.
   template <class Dst, class T>
   Node<MemsetNode> memset(Dst&& dst, const T& value) {
     static_assert(detail::Endpoint<Dst&&>::ok && !detail::Endpoint<Dst&&>::pinned,
                   "memset: the destination is a SharedBuffer<T>, a DeviceBuffer<T>&& or tether::unowned(p, count)");
     detail::Site s = site("Edit::memset");
-    detail::MemsetDesc d("Edit::memset", detail::context_handle(*s.ctx), std::forward<Dst>(dst), value);
-    return made<MemsetNode>(s, add(s, d));
+    Spec<MemsetNode> spec(detail::What{"Edit::memset"}, std::forward<Dst>(dst), value);
+    return add_spec(s, spec, "Edit::memset");
   }
 
   /// A memcpy node copying `count` elements (default: all of `src`) from `src` to `dst`. Each end
   /// is a device buffer, a pinned host buffer (shared, or moved in: kept alive) or
   /// tether::unowned(p, count). Throws UsageError if `dst` is too small.
+  /// `add(tether::memcpy(dst, src, count))`.
   template <class Dst, class Src>
   Node<MemcpyNode> memcpy(Dst&& dst, Src&& src, std::size_t count = 0) {
     static_assert(detail::Endpoint<Dst&&>::ok && detail::Endpoint<Src&&>::ok,
                   "memcpy: each end is a SharedBuffer/DeviceBuffer&&, a SharedPinnedBuffer/PinnedBuffer&& or "
                   "tether::unowned(p, count)");
     detail::Site s = site("Edit::memcpy");
-    detail::MemcpyDesc d("Edit::memcpy", detail::context_handle(*s.ctx), std::forward<Dst>(dst), std::forward<Src>(src),
-                         count);
-    return made<MemcpyNode>(s, add(s, d));
+    Spec<MemcpyNode> spec(detail::What{"Edit::memcpy"}, std::forward<Dst>(dst), std::forward<Src>(src), count);
+    return add_spec(s, spec, "Edit::memcpy");
   }
 
-  /// An event record node; keeps `event` alive.
+  /// An event record node; keeps `event` alive. `add(tether::record(event))`.
   Node<EventRecordNode> record(const Event& event) {
     detail::Site s = site("Edit::record");
-    detail::EventDesc<true> d(event);
-    return made<EventRecordNode>(s, add(s, d));
+    Spec<EventRecordNode> spec(detail::What{"Edit::record"}, event);
+    return add_spec(s, spec, "Edit::record");
   }
-  /// An event wait node; keeps `event` alive.
+  /// An event wait node; keeps `event` alive. `add(tether::wait(event))`.
   Node<EventWaitNode> wait(const Event& event) {
     detail::Site s = site("Edit::wait");
-    detail::EventDesc<false> d(event);
-    return made<EventWaitNode>(s, add(s, d));
+    Spec<EventWaitNode> spec(detail::What{"Edit::wait"}, event);
+    return add_spec(s, spec, "Edit::wait");
   }
 
-  /// An empty node, e.g. to join dependencies.
+  /// An empty node, e.g. to join dependencies. `add(tether::empty())`.
   Node<EmptyNode> empty() {
     detail::Site s = site("Edit::empty");
-    detail::EmptyDesc d;
-    return made<EmptyNode>(s, add(s, d));
+    Spec<EmptyNode> spec(detail::What{"Edit::empty"});
+    return add_spec(s, spec, "Edit::empty");
   }
 
   /// A child graph node embedding a copy of `graph`; the copy carries `graph`'s owners (CUDA
@@ -247,12 +249,29 @@ class Builder {
  protected:
   detail::Site site(std::string_view what) { return static_cast<Derived&>(*this).site(what); }
   static Owners take_keeping(detail::Site& s) { return s.keeping ? std::move(*s.keeping) : Owners{}; }
-  /// The one add path: the descriptor's parameters and owners (plus the site's extra owners).
-  template <class D>
-  static detail::NodeRecord* add(detail::Site& s, D& d, detail::Transaction::AfterAdd after = {}) {
-    Owners owners = std::move(d.owners());
+  /// The one add path: the spec's parameters and owners (plus the site's extra owners).
+  template <class K>
+  static Node<K> add_spec(detail::Site& s, Spec<K>& spec, std::string_view what) {
+    using detail::SpecAccess;
+    SpecAccess::consume(spec, what);
+    const detail::DriverTable& drv = *s.tx->hierarchy().drv;
+    SpecAccess::prepare(spec, drv, detail::context_handle(*s.ctx), what);
+    auto after = [&](detail::Hierarchy&, detail::NodeRecord* rec) { SpecAccess::after_add(spec, drv, rec->node, what); };
+    detail::NodeRecord* r =
+        add(s, SpecAccess::params(spec), SpecAccess::owners(spec), Spec<K>::noun,
+            SpecAccess::has_after_add(spec) ? detail::Transaction::AfterAdd(after) : detail::Transaction::AfterAdd());
+    return detail::NodeAccess::make<K>(detail::NodeRef{s.tx->shared(), r, r->generation.load()}, SpecAccess::extra<K>(spec));
+  }
+  /// The parameters and owners of a node (plus the site's extra owners) to the transaction.
+  static detail::NodeRecord* add(detail::Site& s, CUgraphNodeParams& p, Owners& version, const char* noun,
+                                 detail::Transaction::AfterAdd after = {}) {
+    Owners owners = std::move(version);
     if (s.keeping) owners += std::move(*s.keeping);
-    return s.tx->add(*s.box, s.deps, d.params(), std::move(owners), D::noun, after);
+    return s.tx->add(*s.box, s.deps, p, std::move(owners), noun, after);
+  }
+  template <class D>
+  static detail::NodeRecord* add(detail::Site& s, D& d) {
+    return add(s, d.params(), d.owners(), D::noun);
   }
   template <class K>
   static Node<K> made(const detail::Site& s, detail::NodeRecord* r) {
@@ -330,9 +349,6 @@ class BasicInserter : public Builder<BasicInserter<InBody>, InBody> {
   const Context* ctx_;  // the edit's; read only while the edit is open (checked in site())
 };
 
-template <bool InBody>
-class BasicEditUpdate;
-
 /// A transaction over one graph (and its embedded graphs and bodies): `g.edit()` opens it and
 /// locks the graph's hierarchy (edits of other graphs are independent; edits of the same
 /// hierarchy wait for each other). All changes become visible together at `commit()`: node
@@ -371,19 +387,6 @@ class BasicEdit : public Builder<BasicEdit<InBody>, InBody>, public NodeUpdates<
   /// An insertion point at the top of a conditional body of this hierarchy, in this transaction.
   BasicInserter<true> in(const BodyRef& view) {
     return BasicInserter<true>(tx_, detail::box_of(*tx("Edit::in"), detail::GraphAccess::ref(view), "Edit::in"), &ctx_);
-  }
-
-  /// Extra owners for the next update's version: `e.keeping(std::move(o)).update(node, ...)`.
-  /// Extra owners belong to one version: a later update does not carry them over.
-  BasicEditUpdate<InBody> keeping(Owners&& owners);
-
-  /// Any other combination does not compile: update takes the parameters of the node's own kind.
-  template <class K, class... A>
-  void update(const Node<K>&, const A&...) {
-    static_assert(detail::dependent_false<K>,
-                  "update: the parameters do not match the node's kind (kernel: launch configuration or grid, block, "
-                  "then arguments; memset: destination, value; memcpy: destination, source; host: callable; event "
-                  "record/wait: event)");
   }
 
   /// Replaces a child graph node by one embedding a copy of `graph`, with the same dependencies and
@@ -444,9 +447,8 @@ class BasicEdit : public Builder<BasicEdit<InBody>, InBody>, public NodeUpdates<
   friend class Builder;
   template <bool>
   friend class BasicInserter;
-  template <bool>
-  friend class BasicEditUpdate;
   friend class NodeUpdates<BasicEdit<InBody>>;
+  static constexpr detail::UpdateNames update_names{"Edit::update", "Edit::update(memset)", "Edit::update(memcpy)"};
   friend class Graph;
   template <bool>
   friend class BasicGraphRef;
@@ -470,63 +472,27 @@ class BasicEdit : public Builder<BasicEdit<InBody>, InBody>, public NodeUpdates<
     return tx(what)->check_node(detail::NodeAccess::ref(n), what);
   }
 
-  // The one update path: the descriptor's owners (plus `extra`) become the node's next version;
-  // `apply` makes the driver calls.
-  template <class D, class Apply>
-  void commit_version(detail::Transaction* t, detail::NodeRecord* rec, D& d, Owners* extra, detail::Undo undo,
-                      Apply&& apply) {
-    Owners owners = std::move(d.owners());
-    if (extra) owners += std::move(*extra);
-    t->update(rec, std::move(owners), apply, undo);
-  }
-  template <class D>
-  void update_plain(detail::Transaction* t, detail::NodeRecord* rec, D& d, Owners* extra, const char* what) {
+  // The one update path (NodeUpdates): once the node is checked, `make()` gives the spec whose
+  // owners become the node's next version; the previous parameters are saved for the undo.
+  template <class K, class Make>
+  void update_made(const Node<K>& node, Make&& make) {
+    using detail::SpecAccess;
+    detail::Transaction* t = tx("Edit::update");
+    detail::NodeRecord* rec = t->check_node(detail::NodeAccess::ref(node), Spec<K>::to_update);
+    auto&& spec = make();
+    SpecAccess::consume(spec, "Edit::update");
     const detail::DriverTable& drv = *t->hierarchy().drv;
-    detail::Undo undo = d.save(drv, rec->node, t->arena());
-    commit_version(t, rec, d, extra, undo, [&] {
-      if (CUresult r = detail::raw<detail::Entry::cuGraphNodeSetParams>(drv, rec->node, &d.params()); r != CUDA_SUCCESS)
-        detail::throw_call_error(drv, detail::Entry::cuGraphNodeSetParams, r, std::string("updating ") + what);
-    });
-  }
-
-  template <class... P, class... A>
-  void do_update(Owners* extra, const Node<KernelNode<P...>>& node, const Launch& launch, A&&... args);
-  template <class Dst, class T>
-  void do_update(Owners* extra, const Node<MemsetNode>& node, Dst&& dst, const T& value);
-  template <class Dst, class Src>
-  void do_update(Owners* extra, const Node<MemcpyNode>& node, Dst&& dst, Src&& src, std::size_t count = 0);
-  template <class F>
-  void do_update(Owners* extra, const Node<HostNode>& node, F&& fn);
-  template <bool Record, class K>
-  void do_update(Owners* extra, const Node<K>& node, const Event& event);
-  void do_update(Owners* extra, const Node<EventRecordNode>& node, const Event& event) {
-    do_update<true>(extra, node, event);
-  }
-  void do_update(Owners* extra, const Node<EventWaitNode>& node, const Event& event) {
-    do_update<false>(extra, node, event);
+    SpecAccess::prepare(spec, drv, detail::context_handle(ctx_), "Edit::update");
+    detail::Undo undo = SpecAccess::save(spec, drv, rec->node, t->arena());
+    t->update(rec, std::move(SpecAccess::owners(spec)), [&] {
+      SpecAccess::apply(spec, drv, rec->node, undo, "Edit::update", Spec<K>::noun);
+    }, undo);
   }
 
   std::shared_ptr<detail::Transaction> tx_;
   detail::Box* box_;
   Context ctx_;
   detail::ScopedContext scope_;  // the graph's context is current while the edit is open
-};
-
-/// One update of an edit with extra owners (from `Edit::keeping`): call `update` on it once, with
-/// the arguments `Edit::update` takes; the extra owners join that update's version.
-template <bool InBody>
-class BasicEditUpdate : public NodeUpdates<BasicEditUpdate<InBody>> {
- private:
-  friend class BasicEdit<InBody>;
-  friend class NodeUpdates<BasicEditUpdate<InBody>>;
-  template <class... A>
-  void do_update(Owners*, A&&... args) {
-    if (!edit_) throw UsageError("Edit::keeping(...).update: this update was already made");
-    std::exchange(edit_, nullptr)->do_update(&extra_, std::forward<A>(args)...);
-  }
-  BasicEditUpdate(BasicEdit<InBody>* e, Owners&& extra) : edit_(e), extra_(std::move(extra)) {}
-  BasicEdit<InBody>* edit_;
-  Owners extra_;
 };
 
 // ---------------------------------------------------------------------------- definitions
@@ -552,69 +518,6 @@ EmbedResult Builder<Derived, InBody>::embed(const Graph& graph) {
   detail::Box* made_box = nullptr;
   detail::NodeRecord* r = detail::embed(*s.tx, *s.box, s.deps, source, take_keeping(s), &made_box);
   return {made<ChildNode>(s, r), detail::GraphAccess::graph_ref({s.tx->shared(), made_box}, *s.ctx)};
-}
-
-template <bool InBody>
-BasicEditUpdate<InBody> BasicEdit<InBody>::keeping(Owners&& owners) {
-  tx("Edit::keeping");
-  return BasicEditUpdate<InBody>(this, std::move(owners));
-}
-
-template <bool InBody>
-template <class... P, class... A>
-void BasicEdit<InBody>::do_update(Owners* extra, const Node<KernelNode<P...>>& node, const Launch& launch,
-                                  A&&... args) {
-  static_assert(detail::KernelArgsCheck<std::tuple<P...>, A&&...>::ok);
-  detail::Transaction* t = tx("Edit::update");
-  detail::NodeRecord* rec = t->check_node(detail::NodeAccess::ref(node), "the kernel node to update");
-  const detail::DriverTable& drv = *t->hierarchy().drv;
-  // The kernel is the one the node already runs: its versions keep it (the node was checked).
-  std::shared_ptr<const detail::KernelInfo> kernel = detail::kernel_of(node);
-  detail::KernelDesc<P...> d(drv, "Edit::update", *kernel, std::move(kernel), launch, std::forward<A>(args)...);
-  detail::Undo undo = d.save(drv, rec->node, t->arena());
-  commit_version(t, rec, d, extra, undo, [&] { d.apply(drv, rec->node, undo, "Edit::update"); });
-}
-
-template <bool InBody>
-template <class Dst, class T>
-void BasicEdit<InBody>::do_update(Owners* extra, const Node<MemsetNode>& node, Dst&& dst, const T& value) {
-  static_assert(detail::Endpoint<Dst&&>::ok && !detail::Endpoint<Dst&&>::pinned,
-                "update(memset): the destination is a SharedBuffer<T>, a DeviceBuffer<T>&& or tether::unowned(p, count)");
-  detail::Transaction* t = tx("Edit::update");
-  detail::NodeRecord* rec = t->check_node(detail::NodeAccess::ref(node), "the memset node to update");
-  detail::MemsetDesc d("Edit::update(memset)", detail::context_handle(ctx_), std::forward<Dst>(dst), value);
-  update_plain(t, rec, d, extra, "a memset node");
-}
-
-template <bool InBody>
-template <class Dst, class Src>
-void BasicEdit<InBody>::do_update(Owners* extra, const Node<MemcpyNode>& node, Dst&& dst, Src&& src, std::size_t count) {
-  static_assert(detail::Endpoint<Dst&&>::ok && detail::Endpoint<Src&&>::ok,
-                "update(memcpy): each end is a shared or moved-in buffer, or tether::unowned(p, count)");
-  detail::Transaction* t = tx("Edit::update");
-  detail::NodeRecord* rec = t->check_node(detail::NodeAccess::ref(node), "the memcpy node to update");
-  detail::MemcpyDesc d("Edit::update(memcpy)", detail::context_handle(ctx_), std::forward<Dst>(dst),
-                       std::forward<Src>(src), count);
-  update_plain(t, rec, d, extra, "a memcpy node");
-}
-
-template <bool InBody>
-template <class F>
-void BasicEdit<InBody>::do_update(Owners* extra, const Node<HostNode>& node, F&& fn) {
-  detail::Transaction* t = tx("Edit::update");
-  detail::NodeRecord* rec = t->check_node(detail::NodeAccess::ref(node), "the host node to update");
-  detail::HostDesc d(std::forward<F>(fn));
-  update_plain(t, rec, d, extra, "a host node");
-}
-
-template <bool InBody>
-template <bool Record, class K>
-void BasicEdit<InBody>::do_update(Owners* extra, const Node<K>& node, const Event& event) {
-  detail::Transaction* t = tx("Edit::update");
-  detail::NodeRecord* rec = t->check_node(detail::NodeAccess::ref(node), Record ? "the event record node to update"
-                                                                                 : "the event wait node to update");
-  detail::EventDesc<Record> d(event);
-  update_plain(t, rec, d, extra, Record ? "an event record node" : "an event wait node");
 }
 
 }  // namespace tether

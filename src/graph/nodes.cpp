@@ -140,6 +140,55 @@ void throw_no_kernel() {
   throw UsageError("update: this kernel node handle carries no kernel (it was not made by Edit::launch)");
 }
 
+void throw_other_kernel(std::string_view what, std::string_view spec_kernel, std::string_view node_kernel) {
+  throw UsageError(fmt::format("{}: the spec launches kernel '{}', but the node runs kernel '{}'; a kernel node's "
+                               "updates keep its kernel: add a node for the other kernel instead",
+                               what, spec_kernel, node_kernel));
+}
+
+void SpecCore::throw_empty_spec(std::string_view what) {
+  throw UsageError(fmt::format("{}: this spec is empty (moved from, or already given to an operation); a spec makes "
+                               "one node version: make a new one",
+                               what));
+}
+
+void throw_update_error(const DriverTable& drv, CUresult r, const char* noun) {
+  throw_call_error(drv, Entry::cuGraphNodeSetParams, r, fmt::format("updating {}", noun));
+}
+
+}  // namespace tether::detail
+
+namespace tether {
+
+CUresult Spec<MemcpyNode>::enqueue(const detail::DriverTable& t, CUstream s, bool, detail::Entry* entry) const {
+  using detail::Entry;
+  using detail::raw;
+  const CUDA_MEMCPY3D& c = params_.memcpy.copyParams;
+  const bool src_host = c.srcMemoryType == CU_MEMORYTYPE_HOST, dst_host = c.dstMemoryType == CU_MEMORYTYPE_HOST;
+  const bool src_dev = c.srcMemoryType == CU_MEMORYTYPE_DEVICE, dst_dev = c.dstMemoryType == CU_MEMORYTYPE_DEVICE;
+  if (src_host && dst_dev) {
+    *entry = Entry::cuMemcpyHtoDAsync;
+    return raw<Entry::cuMemcpyHtoDAsync>(t, c.dstDevice, c.srcHost, c.WidthInBytes, s);
+  }
+  if (src_dev && dst_host) {
+    *entry = Entry::cuMemcpyDtoHAsync;
+    return raw<Entry::cuMemcpyDtoHAsync>(t, c.dstHost, c.srcDevice, c.WidthInBytes, s);
+  }
+  if (src_dev && dst_dev) {
+    *entry = Entry::cuMemcpyDtoDAsync;
+    return raw<Entry::cuMemcpyDtoDAsync>(t, c.dstDevice, c.srcDevice, c.WidthInBytes, s);
+  }
+  // Host to host, or an end of unknown kind: unified addressing tells the driver.
+  const CUdeviceptr dst = dst_host ? static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(c.dstHost)) : c.dstDevice;
+  const CUdeviceptr src = src_host ? static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(c.srcHost)) : c.srcDevice;
+  *entry = Entry::cuMemcpyAsync;
+  return raw<Entry::cuMemcpyAsync>(t, dst, src, c.WidthInBytes, s);
+}
+
+}  // namespace tether
+
+namespace tether::detail {
+
 NodeRecord* embed(Transaction& tx, Box& box, std::span<NodeRecord* const> deps, Hierarchy& source, Owners&& owners,
                   Box** embedded) {
   ReleaseIfUnused guard(owners);

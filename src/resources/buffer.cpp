@@ -132,7 +132,16 @@ void DeviceMemory::copy_async(const Stream& s, void* host, std::size_t n, bool t
   c.Depth = 1;
   // Why through submit: the stream work of Stream::memcpy, with its ownership (the burst, or the
   // captured node's version) and its capture handling.
-  (void)submit(s, p, nullptr, std::move(keep), to_host ? "SharedBuffer::copy_to" : "SharedBuffer::copy_from");
+  const CUdeviceptr dev = address();
+  auto issue = [&](const DriverTable& t, CUstream stream, bool, Entry* entry) {
+    if (to_host) {
+      *entry = Entry::cuMemcpyDtoHAsync;
+      return raw<Entry::cuMemcpyDtoHAsync>(t, host, dev, n, stream);
+    }
+    *entry = Entry::cuMemcpyHtoDAsync;
+    return raw<Entry::cuMemcpyHtoDAsync>(t, dev, host, n, stream);
+  };
+  (void)submit(s, StreamOp{&p, issue}, std::move(keep), to_host ? "SharedBuffer::copy_to" : "SharedBuffer::copy_from");
 }
 
 HostMemory::HostMemory(const Context& ctx, std::size_t count, std::size_t elem_size, std::string_view type) {

@@ -4,7 +4,7 @@
 
 #include "../attach/reclaimer.hpp"
 
-#include "../sim/state.hpp"
+#include "../sim/table.hpp"
 
 namespace tether {
 namespace {

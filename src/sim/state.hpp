@@ -5,6 +5,8 @@
 // The model follows docs/design/driver-facts.md; docs/simulator.md explains it.
 #pragma once
 
+#include "table.hpp"
+
 #include <deque>
 #include <map>
 #include <set>
@@ -476,7 +478,3 @@ void run_memset(const CUDA_MEMSET_NODE_PARAMS& m, std::string_view entry);
 
 }  // namespace tether::sim::detail
 
-namespace tether::sim {
-// Fills a driver table with the simulator's entry points (src/sim/table.cpp).
-std::unique_ptr<tether::detail::DriverTable> make_table();
-}  // namespace tether::sim

@@ -247,8 +247,8 @@ TEST_CASE_FIXTURE(DslFixture, "GraphExec::update changes dynamic shared memory a
   CHECK(read(x) == std::vector<float>(16, 8.0f));
 }
 
-TEST_CASE_FIXTURE(DslFixture, "Edit::keeping(...).update: the extra owners live with that version only and go when a "
-                              "later update supersedes it") {
+TEST_CASE_FIXTURE(DslFixture, "an edit update's spec with keeping: the extra owners live with that version only and go "
+                              "when a later update supersedes it") {
   auto log = std::make_shared<WitnessLog>();
   SharedBuffer<float> x = buffer(4, 1.0f);
   Graph g{ctx};
@@ -259,8 +259,8 @@ TEST_CASE_FIXTURE(DslFixture, "Edit::keeping(...).update: the extra owners live 
     h = e.host([] {});
   });
   g.edit([&](Edit& e) {
-    e.keeping(Owners{Witness(log)}).update(n, Grid{1}, Block{4}, x, 3.0f, 4);
-    e.keeping(Owners{Witness(log)}).update(h, [] {});
+    e.update(n, tether::kernel(k.scale, Grid{1}, Block{4}, x, 3.0f, 4).keeping(Owners{Witness(log)}));
+    e.update(h, tether::host([] {}).keeping(Owners{Witness(log)}));
   });
   CHECK(wait_released(ctx, 5s));
   CHECK(log->destroyed.load() == 0);
@@ -269,22 +269,23 @@ TEST_CASE_FIXTURE(DslFixture, "Edit::keeping(...).update: the extra owners live 
   g.edit([&](Edit& e) { e.update(h, [] {}); });
   CHECK(eventually([&] { return log->destroyed.load() == 2; }));
   CHECK(log->outside_reclaimer.load() == 0);
-  // One update per keeping: a second update through it is refused.
+  // One update per spec: a second update with it is refused.
   Edit e = g.edit();
-  auto once = e.keeping(Owners{Witness(log)});
-  std::move(once).update(h, [] {});
-  CHECK_THROWS_WITH_AS(std::move(once).update(h, [] {}), doctest::Contains("this update was already made"), UsageError);
+  auto once = tether::host([] {}).keeping(Owners{Witness(log)});
+  e.update(h, std::move(once));
+  CHECK_FALSE(once);
+  CHECK_THROWS_WITH_AS(e.update(h, std::move(once)), doctest::Contains("Edit::update: this spec is empty"), UsageError);
 }
 
-TEST_CASE_FIXTURE(DslFixture, "GraphExec::keeping(...).update: the extra owners are kept until that version is "
-                              "superseded and no launch can use it") {
+TEST_CASE_FIXTURE(DslFixture, "an executable update's spec with keeping: the extra owners are kept until that version "
+                              "is superseded and no launch can use it") {
   auto log = std::make_shared<WitnessLog>();
   SharedBuffer<float> x = buffer(4, 1.0f);
   Graph g{ctx};
   Node<KernelNode<float*, float, int>> n;
   g.edit([&](Edit& e) { n = e.launch(k.scale, Grid{1}, Block{4}, x, 2.0f, 4); });
   GraphExec exec = g.instantiate();
-  exec.keeping(Owners{Witness(log)}).update(n, Grid{1}, Block{4}, x, 3.0f, 4);
+  exec.update(n, tether::kernel(k.scale, Grid{1}, Block{4}, x, 3.0f, 4).keeping(Owners{Witness(log)}));
   exec.launch(stream);
   stream.synchronize();
   CHECK(wait_released(ctx, 5s));

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <exception>
+#include <cstdio>
+#include <exception>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -23,5 +25,23 @@ inline std::string message_of(const std::function<void()>& f) {
 
 /// Whether `s` contains `part`.
 inline bool contains(const std::string& s, std::string_view part) { return s.find(part) != std::string::npos; }
+
+/// Whether `f` throws an `E` whose what() contains `part`; prints what it threw instead when not.
+template <class E, class F>
+bool throws_with(F&& f, std::string_view part) {
+  try {
+    f();
+  } catch (const E& e) {
+    if (contains(e.what(), part)) return true;
+    std::fprintf(stderr, "threw \"%s\", expected it to contain \"%.*s\"\n", e.what(), static_cast<int>(part.size()),
+                 part.data());
+    return false;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "threw another exception type: \"%s\"\n", e.what());
+    return false;
+  }
+  std::fprintf(stderr, "threw nothing, expected \"%.*s\"\n", static_cast<int>(part.size()), part.data());
+  return false;
+}
 
 }  // namespace tether_test

@@ -77,8 +77,8 @@ inline void update_kernel(Transaction& tx, NodeRecord* r, const KernelCall& next
   tx.update(r, std::move(owners), [&] { raw_ops_detail::set(tx, r, p, what); }, undo);
 }
 inline NodeRecord* add_empty(Transaction& tx, Box& box, std::span<NodeRecord* const> deps, Owners&& owners) {
-  EmptyDesc d;
-  return tx.add(box, deps, d.params(), std::move(owners), EmptyDesc::noun);
+  Spec<EmptyNode> d(What{"raw empty node"});
+  return tx.add(box, deps, SpecAccess::params(d), std::move(owners), Spec<EmptyNode>::noun);
 }
 inline NodeRecord* add_host(Transaction& tx, Box& box, std::span<NodeRecord* const> deps, CUhostFn fn, void* data,
                             Owners&& owners) {

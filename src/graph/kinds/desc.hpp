@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // SPDX-FileCopyrightText: 2026 The tether authors
 //
-// What every node-kind descriptor shares. A descriptor turns the user's arguments into one
-// CUgraphNodeParams and the version's owners in a single pass; edit creation, edit update and
-// executable update all build the same descriptor and hand its parameters to the driver. Each
-// updatable kind also knows how to read back a node's previous parameters (for undo) and how to
-// restore them. One kind per file beside this one.
+// What every node spec shares (`Spec<Kind>`, docs/dsl.md "Node specs"). A spec turns the user's
+// arguments into one CUgraphNodeParams and the version's owners in a single pass, checking them as
+// it goes; every consumer (edit creation, edit update, executable update, stream work) takes the
+// same spec and hands its parameters to the driver. Each updatable kind also knows how to read
+// back a node's previous parameters (for undo) and how to restore them, and each kind that stream
+// work issues knows its stream call. One kind per file beside this one.
 #pragma once
 
 #include "../../config.hpp"
@@ -14,6 +15,22 @@
 #include "../../driver/table.hpp"
 #include "../args.hpp"
 #include "../launch.hpp"
+#include "../node.hpp"
+
+TETHER_EXPORT namespace tether {
+
+/// The parameters of one node of kind `Kind` and the owners of that node version, as a value: made
+/// by `tether::kernel`, `memset`, `memcpy`, `host`, `record`, `wait` and `empty` (each checks its
+/// arguments as it is made: UsageError before any driver call), and given to exactly one consumer:
+/// `Edit::add` (a new node), `Edit::update` / `GraphExec::update` (a node's next version), or
+/// `tether::enqueue` (stream work). `keeping(owners)` adds extra owners to the version. Move-only;
+/// a spec that was moved from or given to a consumer is empty (`operator bool` is false) and every
+/// consumer refuses it with UsageError. Dropped unused, its owners are released on tether's
+/// reclaimer. Thread safety: a spec is a value; distinct specs may be used concurrently. Since 0.5.
+template <class Kind>
+class Spec;
+
+}  // namespace tether
 
 namespace tether::detail {
 
@@ -57,17 +74,33 @@ class Arena {
 template <class T>
 inline constexpr bool dependent_false = false;
 
-/// A descriptor's owners until they reach a version: if the operation fails first, they are
-/// released on the reclaimer (never on the caller's thread, like every other owner).
+/// A spec's owners until they reach a version: if the spec is dropped unused, or the operation
+/// fails first, they are released on the reclaimer (never on the caller's thread, like every other
+/// owner). Movable with its spec.
 class PendingOwners {
  public:
   PendingOwners() = default;
-  PendingOwners(const PendingOwners&) = delete;
-  PendingOwners& operator=(const PendingOwners&) = delete;
-  ~PendingOwners() {
+  PendingOwners(PendingOwners&& other) noexcept : owners(std::move(other.owners)) {}
+  PendingOwners& operator=(PendingOwners&& other) noexcept {
+    if (this != &other) {
+      drop();
+      owners = std::move(other.owners);
+    }
+    return *this;
+  }
+  ~PendingOwners() { drop(); }
+  Owners owners;
+
+ private:
+  void drop() noexcept {
     if (!owners.empty()) release_on_reclaimer(std::move(owners));
   }
-  Owners owners;
+};
+
+/// The call a spec's checks name in their messages ("Edit::memset: ..."): the public factories
+/// pass their own name, the one-line spellings (`e.memset(...)`) theirs.
+struct What {
+  std::string_view text;
 };
 
 [[noreturn]] void throw_empty_argument(std::string_view what, std::size_t index, std::string_view type);
@@ -123,7 +156,45 @@ Owners owners_of(Refs&& refs, First&&... first) {
                       std::move(refs));
 }
 
-/// What every descriptor holds: the driver parameters of its node and the owners of its version.
+/// What every spec holds: the driver parameters of its node and the owners of its version, and
+/// whether it is still usable (a spec is consumed by the operation it is given to, and empty when
+/// moved from).
+class SpecCore {
+ public:
+  /// Whether the spec can still be used: false once moved from, or given to an operation.
+  explicit operator bool() const noexcept { return live_; }
+
+ protected:
+  friend struct SpecAccess;
+  explicit SpecCore(CUgraphNodeType type) noexcept { params_.type = type; }
+  SpecCore(SpecCore&& other) noexcept
+      : params_(other.params_), owners_(std::move(other.owners_)), live_(std::exchange(other.live_, false)) {}
+  SpecCore& operator=(SpecCore&& other) noexcept {
+    if (this != &other) {
+      params_ = other.params_;
+      owners_ = std::move(other.owners_);
+      live_ = std::exchange(other.live_, false);
+    }
+    return *this;
+  }
+  ~SpecCore() = default;
+  void keep(Owners&& more) {
+    if (!live_) throw_empty_spec("keeping");
+    owners_.owners += std::move(more);
+  }
+  [[noreturn]] static void throw_empty_spec(std::string_view what);
+
+  CUgraphNodeParams params_{};
+  PendingOwners owners_;
+  bool live_ = true;
+};
+
+/// Throws DriverError for a failed cuGraphNodeSetParams of an edit update ("updating <noun>").
+[[noreturn]] void throw_update_error(const DriverTable& drv, CUresult r, const char* noun);
+
+/// What the descriptors of the structural kinds hold (allocation, free, child graph and
+/// conditional nodes: made by their own creators, never given as specs): the driver parameters
+/// and the owners of the node's version.
 class DescBase {
  public:
   CUgraphNodeParams& params() noexcept { return params_; }
@@ -133,6 +204,92 @@ class DescBase {
   explicit DescBase(CUgraphNodeType type) noexcept { params_.type = type; }
   CUgraphNodeParams params_{};
   PendingOwners owners_;
+};
+
+/// The consumers' access to a spec (edits, executables, streams): the kind's hooks, each with a
+/// default for the kinds that do not need it.
+struct SpecAccess {
+  /// The node's driver parameters, ready for the driver (a kernel's argument pointers point into
+  /// the spec).
+  template <class S>
+  static CUgraphNodeParams& params(S& s) noexcept {
+    if constexpr (requires { s.fix_pointers(); }) s.fix_pointers();
+    return s.params_;
+  }
+  /// The version's owners (moved out by the consumer).
+  template <class S>
+  static Owners& owners(S& s) noexcept {
+    return s.owners_.owners;
+  }
+  /// Throws UsageError if `s` was already used (or moved from).
+  template <class S>
+  static void check_live(const S& s, std::string_view what) {
+    if (!s.live_) SpecCore::throw_empty_spec(what);
+  }
+  /// Marks `s` used by `what`; throws UsageError if it was already (or moved from).
+  template <class S>
+  static void consume(S& s, std::string_view what) {
+    check_live(s, what);
+    s.live_ = false;
+  }
+  /// What every consumer does before the driver call: the context of memset and memcpy nodes, a
+  /// kernel's dynamic shared memory limit.
+  template <class S>
+  static void prepare(S& s, const DriverTable& drv, CUcontext ctx, std::string_view what) {
+    if constexpr (requires { s.prepare(drv, ctx, what); }) s.prepare(drv, ctx, what);
+  }
+  /// Whether the node needs driver calls after it is added (a kernel's launch attributes).
+  template <class S>
+  static bool has_after_add(const S& s) noexcept {
+    if constexpr (requires { s.has_attributes(); })
+      return s.has_attributes();
+    else
+      return false;
+  }
+  template <class S>
+  static void after_add(S& s, const DriverTable& drv, CUgraphNode node, std::string_view what) {
+    if constexpr (requires { s.after_add(drv, node, what); }) s.after_add(drv, node, what);
+  }
+  /// Throws UsageError if an executable cannot take this version (a kernel Launch with attributes).
+  template <class S>
+  static void check_exec(const S& s, std::string_view what) {
+    if constexpr (requires { s.check_exec(what); }) s.check_exec(what);
+  }
+  /// The previous parameters of `node`, for the undo of an edit update.
+  template <class S>
+  static Undo save(const S& s, const DriverTable& drv, CUgraphNode node, Arena& arena) {
+    return s.save(drv, node, arena);
+  }
+  /// The edit update's driver calls: cuGraphNodeSetParams (and a kernel's attributes).
+  template <class S>
+  static void apply(S& s, const DriverTable& drv, CUgraphNode node, const Undo& undo, std::string_view what,
+                    const char* noun) {
+    if constexpr (requires { s.apply(drv, node, undo, what); })
+      s.apply(drv, node, undo, what);
+    else if (CUresult r = raw<Entry::cuGraphNodeSetParams>(drv, node, &params(s)); r != CUDA_SUCCESS)
+      throw_update_error(drv, r, noun);
+  }
+  /// The stream call of stream work (`captured`: the stream captures).
+  template <class S>
+  static CUresult enqueue(S& s, const DriverTable& t, CUstream stream, bool captured, Entry* entry) {
+    return s.enqueue(t, stream, captured, entry);
+  }
+  /// What the node handle carries (a kernel node's kernel).
+  template <class K, class S>
+  static NodeExtra<K> extra(const S& s) noexcept {
+    if constexpr (requires { s.info(); })
+      return NodeExtra<K>{s.info()};
+    else
+      return {};
+  }
+  /// The kernel a kernel spec launches (null for other kinds).
+  template <class S>
+  static const KernelInfo* kernel(const S& s) noexcept {
+    if constexpr (requires { s.info(); })
+      return s.info();
+    else
+      return nullptr;
+  }
 };
 
 /// Saves and restores the parameters of a node kind whose parameters are one struct read by `Get`

@@ -6,13 +6,31 @@
 
 #include "desc.hpp"
 
-namespace tether::detail {
+TETHER_EXPORT namespace tether {
 
-/// An empty node's parameters.
-class EmptyDesc : public DescBase {
+/// An empty node's spec (`tether::empty()`): no parameters and no owners of its own (`keeping`
+/// adds some), e.g. to join dependencies. Stream work has no empty operation. Since 0.5.
+template <>
+class Spec<EmptyNode> : public detail::SpecCore {
  public:
   static constexpr const char* noun = "an empty node";
-  EmptyDesc() noexcept : DescBase(CU_GRAPH_NODE_TYPE_EMPTY) {}
+  static constexpr CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
+  explicit Spec(detail::What) noexcept : SpecCore(CU_GRAPH_NODE_TYPE_EMPTY) {}
+  Spec(Spec&&) noexcept = default;
+  Spec& operator=(Spec&&) noexcept = default;
+  /// Adds `owners` to the version this spec makes. Throws UsageError for an empty spec.
+  Spec&& keeping(Owners&& owners) && {
+    keep(std::move(owners));
+    return std::move(*this);
+  }
+  /// Adds `owners` to the version this spec makes. Throws UsageError for an empty spec.
+  Spec& keeping(Owners&& owners) & {
+    keep(std::move(owners));
+    return *this;
+  }
 };
 
-}  // namespace tether::detail
+/// An empty node's spec. Since 0.5.
+inline Spec<EmptyNode> empty() noexcept { return Spec<EmptyNode>(detail::What{"tether::empty"}); }
+
+}  // namespace tether

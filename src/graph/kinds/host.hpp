@@ -25,19 +25,61 @@ void host_trampoline(void* p) {
 
 using HostSaved = ParamsSaved<CUDA_HOST_NODE_PARAMS, Entry::cuGraphHostNodeGetParams, Entry::cuGraphHostNodeSetParams>;
 
-/// One host node's parameters and owners.
-class HostDesc : public DescBase {
+}  // namespace tether::detail
+
+TETHER_EXPORT namespace tether {
+
+/// A host node's spec (`tether::host(fn)`): the callable (move-only allowed), owned with its
+/// captured state by the version, run on a driver thread where CUDA calls are not allowed;
+/// exceptions it throws are reported through the error hook. Stream work issues
+/// cuLaunchHostFunc. Since 0.5.
+template <>
+class Spec<HostNode> : public detail::SpecCore {
  public:
   static constexpr const char* noun = "a host node";
+  static constexpr CUgraphNodeType type = CU_GRAPH_NODE_TYPE_HOST;
+  static constexpr const char* to_update = "the host node to update";
+
+  /// What `tether::host` and the one-line spellings build. Throws std::bad_alloc.
   template <class F>
-  explicit HostDesc(F&& fn) : DescBase(CU_GRAPH_NODE_TYPE_HOST) {
+  Spec(detail::What, F&& fn) : SpecCore(CU_GRAPH_NODE_TYPE_HOST) {
     static_assert(std::is_invocable_v<std::remove_cvref_t<F>&>, "host: the callable must be invocable with no arguments");
     static_assert(std::is_move_constructible_v<std::remove_cvref_t<F>>, "host: the callable must be movable");
     auto& stored = owners_.owners.adopt(std::forward<F>(fn));
-    params_.host.fn = &host_trampoline<std::remove_cvref_t<F>>;
+    params_.host.fn = &detail::host_trampoline<std::remove_cvref_t<F>>;
     params_.host.userData = static_cast<void*>(&stored);
   }
-  Undo save(const DriverTable& drv, CUgraphNode node, Arena& arena) const { return HostSaved::save(drv, node, arena, "reading a host node's parameters"); }
+  Spec(Spec&&) noexcept = default;
+  Spec& operator=(Spec&&) noexcept = default;
+
+  /// Adds `owners` to the version this spec makes. Throws UsageError for an empty spec.
+  Spec&& keeping(Owners&& owners) && {
+    keep(std::move(owners));
+    return std::move(*this);
+  }
+  /// Adds `owners` to the version this spec makes. Throws UsageError for an empty spec.
+  Spec& keeping(Owners&& owners) & {
+    keep(std::move(owners));
+    return *this;
+  }
+
+ private:
+  friend struct detail::SpecAccess;
+  detail::Undo save(const detail::DriverTable& drv, CUgraphNode node, detail::Arena& arena) const {
+    return detail::HostSaved::save(drv, node, arena, "reading a host node's parameters");
+  }
+  CUresult enqueue(const detail::DriverTable& t, CUstream s, bool, detail::Entry* entry) const {
+    *entry = detail::Entry::cuLaunchHostFunc;
+    return detail::raw<detail::Entry::cuLaunchHostFunc>(t, s, params_.host.fn, params_.host.userData);
+  }
 };
 
-}  // namespace tether::detail
+/// A host node's spec running `fn()` (see Spec<HostNode>). Constrained to callables, so that with
+/// `using namespace tether` an application's own `host(...)` functions are still found. Since 0.5.
+template <class F>
+  requires(std::is_invocable_v<std::remove_cvref_t<F>&> && std::is_move_constructible_v<std::remove_cvref_t<F>>)
+Spec<HostNode> host(F&& fn) {
+  return Spec<HostNode>(detail::What{"tether::host"}, std::forward<F>(fn));
+}
+
+}  // namespace tether

@@ -92,25 +92,31 @@ struct KernelSaved {
   }
 };
 
-/// One kernel node's parameters and owners, built from the user's arguments in one pass. Not
-/// movable: the driver parameters point into it.
+}  // namespace tether::detail
+
+TETHER_EXPORT namespace tether {
+
+/// A kernel node's spec (`tether::kernel(k, launch, args...)`): the kernel, its launch
+/// configuration and arguments (checked at compile time against `Kernel<P...>`'s parameter list,
+/// and at run time for empty buffers and zero dimensions), and the version's owners: the kernel
+/// (so its module) and every kept buffer argument. The Launch's attributes are set on the node
+/// after it is added (cuGraphKernelNodeSetAttribute) or passed to cuLaunchKernelEx by stream work;
+/// an executable update refuses a Launch that sets any. An update with a spec must name the
+/// kernel the node already runs (UsageError otherwise). Since 0.5.
 template <class... P>
-class KernelDesc : public DescBase {
+class Spec<KernelNode<P...>> : public detail::SpecCore {
  public:
   static constexpr const char* noun = "a kernel node";
+  static constexpr CUgraphNodeType type = CU_GRAPH_NODE_TYPE_KERNEL;
+  static constexpr const char* to_update = "the kernel node to update";
 
-  /// `kernel` is what the version keeps of the kernel: a Kernel (a launch copies it) or the
-  /// kernel's record itself (an update moves in the reference it took: no second count).
+  /// What `tether::kernel` and the one-line spellings build. `kernel` is what the version keeps of
+  /// the kernel: a Kernel (copied) or the kernel's record itself (an update moves in the reference
+  /// it took: no second count).
   template <class K, class... A>
-  KernelDesc(const DriverTable& drv, std::string_view what, const KernelInfo& info, K&& kernel, const Launch& l,
-             A&&... args)
-      : DescBase(CU_GRAPH_NODE_TYPE_KERNEL), checked_(check(what, l, args...)), values_{kernel_value<P>(args)...},
-        launch_(l) {
-    if (l.shared_memory_bytes() > 48u * 1024u) raise_dynamic_shared(drv, info.function, info.name, l.shared_memory_bytes(), what);
-    std::apply([&](auto&... v) {
-      std::size_t i = 0;
-      ((ptrs_[i++] = static_cast<void*>(&v)), ...);
-    }, values_);
+  Spec(detail::What what, const detail::KernelInfo& info, K&& kernel, const Launch& l, A&&... args)
+      : SpecCore(CU_GRAPH_NODE_TYPE_KERNEL), checked_(check(what.text, l, args...)), values_{detail::kernel_value<P>(args)...},
+        info_(&info), launch_(l) {
     CUDA_KERNEL_NODE_PARAMS_v3& p = params_.kernel;
     p.func = info.function;
     p.gridDimX = l.grid().x;
@@ -120,30 +126,65 @@ class KernelDesc : public DescBase {
     p.blockDimY = l.block().y;
     p.blockDimZ = l.block().z;
     p.sharedMemBytes = static_cast<unsigned>(l.shared_memory_bytes());
-    p.kernelParams = sizeof...(P) ? ptrs_ : nullptr;
     p.ctx = info.context;
-    owners_.owners = owners_of(std::tuple_cat(kernel_ref<P>(std::forward<A>(args))...), std::forward<K>(kernel));
+    owners_.owners = detail::owners_of(std::tuple_cat(detail::kernel_ref<P>(std::forward<A>(args))...), std::forward<K>(kernel));
   }
-  KernelDesc(const KernelDesc&) = delete;
-  KernelDesc& operator=(const KernelDesc&) = delete;
+  Spec(Spec&&) noexcept = default;
+  Spec& operator=(Spec&&) noexcept = default;
 
+  /// Adds `owners` to the version this spec makes. Throws UsageError for an empty spec.
+  Spec&& keeping(Owners&& owners) && {
+    keep(std::move(owners));
+    return std::move(*this);
+  }
+  /// Adds `owners` to the version this spec makes. Throws UsageError for an empty spec.
+  Spec& keeping(Owners&& owners) & {
+    keep(std::move(owners));
+    return *this;
+  }
+  /// The launch configuration.
   const Launch& launch() const noexcept { return launch_; }
-  bool has_attributes() const noexcept { return launch_.attributes() != 0; }
 
-  /// Sets the Launch's attributes on a node just made from this descriptor; throws DriverError.
-  void set_attributes(const DriverTable& drv, CUgraphNode node, std::string_view what) const {
+ private:
+  friend struct detail::SpecAccess;
+
+  // The argument pointers point into this object: set when the parameters are handed over, so
+  // that the spec can move.
+  void fix_pointers() noexcept {
+    std::apply([&](auto&... v) {
+      std::size_t i = 0;
+      ((ptrs_[i++] = static_cast<void*>(&v)), ...);
+    }, values_);
+    params_.kernel.kernelParams = sizeof...(P) ? ptrs_ : nullptr;
+  }
+  const detail::KernelInfo* info() const noexcept { return info_; }
+  bool has_attributes() const noexcept { return launch_.attributes() != 0; }
+  /// What every consumer does first: raises the kernel's dynamic shared memory limit if the
+  /// launch needs it (cuFuncSetAttribute).
+  void prepare(const detail::DriverTable& drv, CUcontext, std::string_view what) const {
+    if (launch_.shared_memory_bytes() > 48u * 1024u)
+      detail::raise_dynamic_shared(drv, info_->function, info_->name, launch_.shared_memory_bytes(), what);
+  }
+  /// Sets the Launch's attributes on a node just made from this spec; throws DriverError.
+  void after_add(const detail::DriverTable& drv, CUgraphNode node, std::string_view what) const {
+    if (!has_attributes()) return;
     CUlaunchAttributeID failed{};
-    if (CUresult r = set_launch_attrs(drv, node, launch_, &failed); r != CUDA_SUCCESS)
-      throw_attr_error(drv, r, failed, what);
+    if (CUresult r = detail::set_launch_attrs(drv, node, launch_, &failed); r != CUDA_SUCCESS)
+      detail::throw_attr_error(drv, r, failed, what);
+  }
+  /// An executable cannot change a node's attributes.
+  void check_exec(std::string_view what) const {
+    if (launch_.attributes()) detail::throw_exec_attributes(what, launch_.attributes());
   }
 
   /// Reads `node`'s current parameters and the attributes this update changes into `arena`
   /// (cuGraphKernelNodeGetParams, cuGraphKernelNodeGetAttribute). Throws DriverError.
-  Undo save(const DriverTable& drv, CUgraphNode node, Arena& arena) const {
-    using S = KernelSaved<P...>;
+  detail::Undo save(const detail::DriverTable& drv, CUgraphNode node, detail::Arena& arena) const {
+    using detail::Entry;
+    using S = detail::KernelSaved<P...>;
     auto* s = static_cast<S*>(arena.allocate(sizeof(S), alignof(S)));
     CUDA_KERNEL_NODE_PARAMS prev{};
-    call<Entry::cuGraphKernelNodeGetParams>(drv, "reading a kernel node's parameters", node, &prev);
+    detail::call<Entry::cuGraphKernelNodeGetParams>(drv, "reading a kernel node's parameters", node, &prev);
     s->params = prev;
     for (std::size_t i = 0; i < S::n; ++i) {
       std::memcpy(s->values + S::offsets[i], prev.kernelParams[i], S::sizes[i]);
@@ -151,14 +192,15 @@ class KernelDesc : public DescBase {
     }
     s->params.kernelParams = S::n ? s->args : nullptr;
     s->params.extra = nullptr;
-    LaunchAttr now[7];
-    s->nattrs = static_cast<unsigned>(launch_attrs(launch_, now));
-    s->attrs = s->nattrs ? static_cast<LaunchAttr*>(arena.allocate(sizeof(LaunchAttr) * s->nattrs, alignof(LaunchAttr)))
+    detail::LaunchAttr now[7];
+    s->nattrs = static_cast<unsigned>(detail::launch_attrs(launch_, now));
+    s->attrs = s->nattrs ? static_cast<detail::LaunchAttr*>(
+                               arena.allocate(sizeof(detail::LaunchAttr) * s->nattrs, alignof(detail::LaunchAttr)))
                          : nullptr;
     for (unsigned i = 0; i < s->nattrs; ++i) {
       s->attrs[i].id = now[i].id;
-      call<Entry::cuGraphKernelNodeGetAttribute>(drv, "reading a kernel node's attribute", node, now[i].id,
-                                                 &s->attrs[i].value);
+      detail::call<Entry::cuGraphKernelNodeGetAttribute>(drv, "reading a kernel node's attribute", node, now[i].id,
+                                                         &s->attrs[i].value);
     }
     return {&S::restore, s};
   }
@@ -166,30 +208,80 @@ class KernelDesc : public DescBase {
   /// The edit update's driver calls (cuGraphNodeSetParams, then the attributes). Throws
   /// DriverError naming the call or the attribute; a failure after the parameters changed first
   /// puts the node back as it was (`undo`).
-  void apply(const DriverTable& drv, CUgraphNode node, const Undo& undo, std::string_view what) {
-    if (CUresult r = raw<Entry::cuGraphNodeSetParams>(drv, node, &params_); r != CUDA_SUCCESS)
-      throw_call_error(drv, Entry::cuGraphNodeSetParams, r, "updating a kernel node");
+  void apply(const detail::DriverTable& drv, CUgraphNode node, const detail::Undo& undo, std::string_view what) {
+    using detail::Entry;
+    if (CUresult r = detail::raw<Entry::cuGraphNodeSetParams>(drv, node, &detail::SpecAccess::params(*this));
+        r != CUDA_SUCCESS)
+      detail::throw_call_error(drv, Entry::cuGraphNodeSetParams, r, "updating a kernel node");
     if (!has_attributes()) return;
     CUlaunchAttributeID failed{};
-    if (CUresult r = set_launch_attrs(drv, node, launch_, &failed); r != CUDA_SUCCESS) {
+    if (CUresult r = detail::set_launch_attrs(drv, node, launch_, &failed); r != CUDA_SUCCESS) {
       undo.restore(drv, node, undo.saved);
-      throw_attr_error(drv, r, failed, what);
+      detail::throw_attr_error(drv, r, failed, what);
     }
   }
 
- private:
+  /// Stream work: cuLaunchKernel, or cuLaunchKernelEx when the Launch sets attributes.
+  CUresult enqueue(const detail::DriverTable& t, CUstream s, bool, detail::Entry* entry) {
+    using detail::Entry;
+    fix_pointers();
+    const CUDA_KERNEL_NODE_PARAMS_v3& k = params_.kernel;
+    if (has_attributes()) {
+      detail::LaunchAttr a[7];
+      const std::size_t n = detail::launch_attrs(launch_, a);
+      CUlaunchAttribute attrs[7] = {};
+      for (std::size_t i = 0; i < n; ++i) {
+        attrs[i].id = a[i].id;
+        attrs[i].value = a[i].value;
+      }
+      CUlaunchConfig c{};
+      c.gridDimX = k.gridDimX;
+      c.gridDimY = k.gridDimY;
+      c.gridDimZ = k.gridDimZ;
+      c.blockDimX = k.blockDimX;
+      c.blockDimY = k.blockDimY;
+      c.blockDimZ = k.blockDimZ;
+      c.sharedMemBytes = k.sharedMemBytes;
+      c.hStream = s;
+      c.attrs = attrs;
+      c.numAttrs = static_cast<unsigned>(n);
+      *entry = Entry::cuLaunchKernelEx;
+      return detail::raw<Entry::cuLaunchKernelEx>(t, &c, k.func, k.kernelParams, static_cast<void**>(nullptr));
+    }
+    *entry = Entry::cuLaunchKernel;
+    return detail::raw<Entry::cuLaunchKernel>(t, k.func, k.gridDimX, k.gridDimY, k.gridDimZ, k.blockDimX, k.blockDimY,
+                                              k.blockDimZ, k.sharedMemBytes, s, k.kernelParams,
+                                              static_cast<void**>(nullptr));
+  }
+
   template <class... A>
   static bool check(std::string_view what, const Launch& l, const A&... a) {
-    check_dims(what, l);
-    [&]<std::size_t... I>(std::index_sequence<I...>) { (check_kernel_arg<P>(what, I, a), ...); }(
+    detail::check_dims(what, l);
+    [&]<std::size_t... I>(std::index_sequence<I...>) { (detail::check_kernel_arg<P>(what, I, a), ...); }(
         std::index_sequence_for<A...>{});
     return true;
   }
 
   bool checked_;
   std::tuple<P...> values_;
-  void* ptrs_[sizeof...(P) ? sizeof...(P) : 1];
+  void* ptrs_[sizeof...(P) ? sizeof...(P) : 1] = {};
+  const detail::KernelInfo* info_;
   Launch launch_;
 };
 
-}  // namespace tether::detail
+/// A kernel node's spec: `k` launched with `launch` and `args` (see Spec<KernelNode<P...>>).
+/// Checked at compile time like `Edit::launch`; throws UsageError for an empty buffer argument or
+/// a zero dimension. Since 0.5.
+template <class... P, class... A>
+Spec<KernelNode<P...>> kernel(const Kernel<P...>& k, const Launch& launch, A&&... args) {
+  static_assert(detail::KernelArgsCheck<std::tuple<P...>, A&&...>::ok);
+  return Spec<KernelNode<P...>>(detail::What{"tether::kernel"}, *detail::KernelAccess::info(k), k, launch,
+                                std::forward<A>(args)...);
+}
+/// Shorthand for `kernel(k, Launch{grid, block}, args...)`. Since 0.5.
+template <class... P, class... A>
+Spec<KernelNode<P...>> kernel(const Kernel<P...>& k, Grid grid, Block block, A&&... args) {
+  return kernel(k, Launch{grid, block}, std::forward<A>(args)...);
+}
+
+}  // namespace tether

@@ -11,28 +11,40 @@ namespace tether::detail {
 
 using MemcpySaved = ParamsSaved<CUDA_MEMCPY3D, Entry::cuGraphMemcpyNodeGetParams, Entry::cuGraphMemcpyNodeSetParams>;
 
-/// One memcpy node's parameters and owners: `count` elements of the source (0: all of it).
-/// Throws UsageError for empty ends, an unknown or overflowing size, or ends too small.
-class MemcpyDesc : public DescBase {
+}  // namespace tether::detail
+
+TETHER_EXPORT namespace tether {
+
+/// A memcpy node's spec (`tether::memcpy(dst, src, count)`): `count` elements of the source (0: all
+/// of it), and both kept ends as the version's owners. Throws UsageError for empty ends, an unknown
+/// or overflowing size, or ends too small. Stream work issues cuMemcpyHtoDAsync, DtoHAsync,
+/// DtoDAsync or (host to host, or an end of unknown kind) cuMemcpyAsync, chosen from the ends'
+/// types. Since 0.5.
+template <>
+class Spec<MemcpyNode> : public detail::SpecCore {
  public:
   static constexpr const char* noun = "a memcpy node";
+  static constexpr CUgraphNodeType type = CU_GRAPH_NODE_TYPE_MEMCPY;
+  static constexpr const char* to_update = "the memcpy node to update";
+
+  /// What `tether::memcpy` and the one-line spellings build.
   template <class Dst, class Src>
-  MemcpyDesc(std::string_view what, CUcontext ctx, Dst&& dst, Src&& src, std::size_t count)
-      : DescBase(CU_GRAPH_NODE_TYPE_MEMCPY) {
-    check_endpoint(what, "destination", dst);
-    check_endpoint(what, "source", src);
-    constexpr std::size_t elem = sizeof(EndpointElem<Src>);
-    const std::size_t have = endpoint_bytes(src), cap = endpoint_bytes(dst);
-    if (count > std::numeric_limits<std::size_t>::max() / elem) throw_size_error(what, SizeError::memcpy_overflow, count, elem);
+  Spec(detail::What what, Dst&& dst, Src&& src, std::size_t count) : SpecCore(CU_GRAPH_NODE_TYPE_MEMCPY) {
+    using detail::SizeError;
+    detail::check_endpoint(what.text, "destination", dst);
+    detail::check_endpoint(what.text, "source", src);
+    constexpr std::size_t elem = sizeof(detail::EndpointElem<Src>);
+    const std::size_t have = detail::endpoint_bytes(src), cap = detail::endpoint_bytes(dst);
+    if (count > std::numeric_limits<std::size_t>::max() / elem)
+      detail::throw_size_error(what.text, SizeError::memcpy_overflow, count, elem);
     const std::size_t bytes = count ? count * elem : have;
-    if (bytes == 0) throw_size_error(what, SizeError::memcpy_unknown, 0, 0);
-    if (have && have < bytes) throw_size_error(what, SizeError::memcpy_source, have, bytes);
-    if (cap && cap < bytes) throw_size_error(what, SizeError::memcpy_destination, cap, bytes);
-    params_.memcpy.copyCtx = ctx;
+    if (bytes == 0) detail::throw_size_error(what.text, SizeError::memcpy_unknown, 0, 0);
+    if (have && have < bytes) detail::throw_size_error(what.text, SizeError::memcpy_source, have, bytes);
+    if (cap && cap < bytes) detail::throw_size_error(what.text, SizeError::memcpy_destination, cap, bytes);
     CUDA_MEMCPY3D& c = params_.memcpy.copyParams;
-    c.srcMemoryType = endpoint_type<Src&>();
-    c.dstMemoryType = endpoint_type<Dst&>();
-    const std::uintptr_t sa = endpoint_address(src), da = endpoint_address(dst);
+    c.srcMemoryType = detail::endpoint_type<Src&>();
+    c.dstMemoryType = detail::endpoint_type<Dst&>();
+    const std::uintptr_t sa = detail::endpoint_address(src), da = detail::endpoint_address(dst);
     if (c.srcMemoryType == CU_MEMORYTYPE_HOST)
       c.srcHost = reinterpret_cast<const void*>(sa);
     else
@@ -44,9 +56,41 @@ class MemcpyDesc : public DescBase {
     c.WidthInBytes = bytes;
     c.Height = 1;
     c.Depth = 1;
-    owners_.owners = owners_of(std::tuple_cat(endpoint_ref(std::forward<Dst>(dst)), endpoint_ref(std::forward<Src>(src))));
+    owners_.owners = detail::owners_of(
+        std::tuple_cat(detail::endpoint_ref(std::forward<Dst>(dst)), detail::endpoint_ref(std::forward<Src>(src))));
   }
-  Undo save(const DriverTable& drv, CUgraphNode node, Arena& arena) const { return MemcpySaved::save(drv, node, arena, "reading a memcpy node's parameters"); }
+  Spec(Spec&&) noexcept = default;
+  Spec& operator=(Spec&&) noexcept = default;
+
+  /// Adds `owners` to the version this spec makes. Throws UsageError for an empty spec.
+  Spec&& keeping(Owners&& owners) && {
+    keep(std::move(owners));
+    return std::move(*this);
+  }
+  /// Adds `owners` to the version this spec makes. Throws UsageError for an empty spec.
+  Spec& keeping(Owners&& owners) & {
+    keep(std::move(owners));
+    return *this;
+  }
+
+ private:
+  friend struct detail::SpecAccess;
+  void prepare(const detail::DriverTable&, CUcontext ctx, std::string_view) noexcept { params_.memcpy.copyCtx = ctx; }
+  detail::Undo save(const detail::DriverTable& drv, CUgraphNode node, detail::Arena& arena) const {
+    return detail::MemcpySaved::save(drv, node, arena, "reading a memcpy node's parameters");
+  }
+  CUresult enqueue(const detail::DriverTable& t, CUstream s, bool, detail::Entry* entry) const;
 };
 
-}  // namespace tether::detail
+/// A memcpy node's spec: `count` elements (default: all of `src`) from `src` to `dst`. Each end is
+/// a device buffer, a pinned host buffer (shared, or moved in: kept alive) or
+/// tether::unowned(p, count). Since 0.5.
+/// Constrained rather than checked by a static_assert: with `using namespace tether`, a call of
+/// the C library's memcpy on raw pointers must still find that one.
+template <class Dst, class Src>
+  requires(detail::Endpoint<Dst&&>::ok && detail::Endpoint<Src&&>::ok)
+Spec<MemcpyNode> memcpy(Dst&& dst, Src&& src, std::size_t count = 0) {
+  return Spec<MemcpyNode>(detail::What{"tether::memcpy"}, std::forward<Dst>(dst), std::forward<Src>(src), count);
+}
+
+}  // namespace tether

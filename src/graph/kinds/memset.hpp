@@ -30,27 +30,80 @@ unsigned memset_bits(const T& v) {
 
 using MemsetSaved = ParamsSaved<CUDA_MEMSET_NODE_PARAMS, Entry::cuGraphMemsetNodeGetParams, Entry::cuGraphMemsetNodeSetParams>;
 
-/// One memset node's parameters and owners. Throws UsageError for an empty destination, one of
-/// unknown size, or one that is not a whole number of values.
-class MemsetDesc : public DescBase {
+}  // namespace tether::detail
+
+TETHER_EXPORT namespace tether {
+
+/// A memset node's spec (`tether::memset(dst, value)`): every element of `dst` set to `value`
+/// (1, 2 or 4 bytes), and the destination as the version's owner when it is kept. Throws
+/// UsageError for an empty destination, one of unknown size, or one that is not a whole number of
+/// values. Stream work issues cuMemsetD8Async, D16Async or D32Async. Since 0.5.
+template <>
+class Spec<MemsetNode> : public detail::SpecCore {
  public:
   static constexpr const char* noun = "a memset node";
+  static constexpr CUgraphNodeType type = CU_GRAPH_NODE_TYPE_MEMSET;
+  static constexpr const char* to_update = "the memset node to update";
+
+  /// What `tether::memset` and the one-line spellings build.
   template <class Dst, class T>
-  MemsetDesc(std::string_view what, CUcontext ctx, Dst&& dst, const T& value) : DescBase(CU_GRAPH_NODE_TYPE_MEMSET) {
-    check_endpoint(what, "destination", dst);
-    const std::size_t bytes = endpoint_bytes(dst);
-    if (bytes == 0) throw_size_error(what, SizeError::memset_unknown, 0, 0);
-    if (bytes % sizeof(T) != 0) throw_size_error(what, SizeError::memset_multiple, bytes, sizeof(T));
+  Spec(detail::What what, Dst&& dst, const T& value) : SpecCore(CU_GRAPH_NODE_TYPE_MEMSET) {
+    detail::check_endpoint(what.text, "destination", dst);
+    const std::size_t bytes = detail::endpoint_bytes(dst);
+    if (bytes == 0) detail::throw_size_error(what.text, detail::SizeError::memset_unknown, 0, 0);
+    if (bytes % sizeof(T) != 0) detail::throw_size_error(what.text, detail::SizeError::memset_multiple, bytes, sizeof(T));
     CUDA_MEMSET_NODE_PARAMS_v2& p = params_.memset;
-    p.dst = static_cast<CUdeviceptr>(endpoint_address(dst));
-    p.value = memset_bits(value);
+    p.dst = static_cast<CUdeviceptr>(detail::endpoint_address(dst));
+    p.value = detail::memset_bits(value);
     p.elementSize = sizeof(T);
     p.width = bytes / sizeof(T);
     p.height = 1;
-    p.ctx = ctx;
-    owners_.owners = owners_of(endpoint_ref(std::forward<Dst>(dst)));
+    owners_.owners = detail::owners_of(detail::endpoint_ref(std::forward<Dst>(dst)));
   }
-  Undo save(const DriverTable& drv, CUgraphNode node, Arena& arena) const { return MemsetSaved::save(drv, node, arena, "reading a memset node's parameters"); }
+  Spec(Spec&&) noexcept = default;
+  Spec& operator=(Spec&&) noexcept = default;
+
+  /// Adds `owners` to the version this spec makes. Throws UsageError for an empty spec.
+  Spec&& keeping(Owners&& owners) && {
+    keep(std::move(owners));
+    return std::move(*this);
+  }
+  /// Adds `owners` to the version this spec makes. Throws UsageError for an empty spec.
+  Spec& keeping(Owners&& owners) & {
+    keep(std::move(owners));
+    return *this;
+  }
+
+ private:
+  friend struct detail::SpecAccess;
+  void prepare(const detail::DriverTable&, CUcontext ctx, std::string_view) noexcept { params_.memset.ctx = ctx; }
+  detail::Undo save(const detail::DriverTable& drv, CUgraphNode node, detail::Arena& arena) const {
+    return detail::MemsetSaved::save(drv, node, arena, "reading a memset node's parameters");
+  }
+  CUresult enqueue(const detail::DriverTable& t, CUstream s, bool, detail::Entry* entry) const {
+    using detail::Entry;
+    const CUDA_MEMSET_NODE_PARAMS_v2& m = params_.memset;
+    switch (m.elementSize) {
+      case 1:
+        *entry = Entry::cuMemsetD8Async;
+        return detail::raw<Entry::cuMemsetD8Async>(t, m.dst, static_cast<unsigned char>(m.value), m.width, s);
+      case 2:
+        *entry = Entry::cuMemsetD16Async;
+        return detail::raw<Entry::cuMemsetD16Async>(t, m.dst, static_cast<unsigned short>(m.value), m.width, s);
+      default:
+        *entry = Entry::cuMemsetD32Async;
+        return detail::raw<Entry::cuMemsetD32Async>(t, m.dst, m.value, m.width, s);
+    }
+  }
 };
 
-}  // namespace tether::detail
+/// A memset node's spec: every element of `dst` set to `value`. `dst` is a SharedBuffer<T> or
+/// DeviceBuffer<T>&& (kept alive) or tether::unowned(p, count). Since 0.5.
+/// Constrained (see tether::memcpy).
+template <class Dst, class T>
+  requires(detail::Endpoint<Dst&&>::ok && !detail::Endpoint<Dst&&>::pinned)
+Spec<MemsetNode> memset(Dst&& dst, const T& value) {
+  return Spec<MemsetNode>(detail::What{"tether::memset"}, std::forward<Dst>(dst), value);
+}
+
+}  // namespace tether
