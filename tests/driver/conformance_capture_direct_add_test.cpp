@@ -852,4 +852,49 @@ TEST_CASE_FIXTURE(
   finish();
 }
 
+TEST_CASE_FIXTURE(
+    DriverFixture,
+    "the simulator refuses cuGraphExecKernelNodeSetParams, and cuGraphExecNodeSetParams of a kernel "
+    "node, on a thread with no current context (the first crashed the real driver) with "
+    "INVALID_CONTEXT and records no_current_context (simulator only)") {
+  if (!sim) return;  // the real driver's answer: tests/driver/context_probe.cpp (it may crash)
+  CUgraph g = new_graph();
+  CUgraphNode n = add_kernel(g, noop, 1);
+  CUgraphExec e = instantiate(g);
+  std::uint64_t arg = 2;
+  void* args[] = {&arg};
+  CUDA_KERNEL_NODE_PARAMS kp = kernel_params(noop, args);
+  CUgraphNodeParams np = kernel_node(noop, args);
+  CUresult classic = CUDA_ERROR_UNKNOWN, generic = CUDA_ERROR_UNKNOWN, cleared = CUDA_ERROR_UNKNOWN;
+  CUcontext cur = ctx;
+  {
+    tether::sim::ExpectViolations expected;  // no_current_context, twice
+    std::thread th([&] {
+      cleared = raw<Entry::cuCtxSetCurrent>(table(), static_cast<CUcontext>(nullptr));
+      CHECK(raw<Entry::cuCtxGetCurrent>(table(), &cur) == CUDA_SUCCESS);
+      classic = raw<Entry::cuGraphExecKernelNodeSetParams>(table(), e, n, &kp);
+      generic = raw<Entry::cuGraphExecNodeSetParams>(table(), e, n, &np);
+    });
+    th.join();
+    CHECK(expected.absorbed() == 2);
+  }
+  CHECK(cleared == CUDA_SUCCESS);
+  CHECK(cur == nullptr);
+  CHECK(classic == CUDA_ERROR_INVALID_CONTEXT);
+  CHECK(generic == CUDA_ERROR_INVALID_CONTEXT);
+  std::vector<tether::sim::Violation> vs = tether::sim::violations();
+  REQUIRE(vs.size() == 2);
+  CHECK(vs[0].kind == tether::sim::ViolationKind::no_current_context);
+  CHECK(vs[0].entry_point == "cuGraphExecKernelNodeSetParams");
+  CHECK(vs[1].entry_point == "cuGraphExecNodeSetParams");
+  CHECK(vs[1].detail.find("with no context current on the calling thread (the real driver crashes)") !=
+        std::string::npos);
+  CHECK(tether::sim::to_string(tether::sim::ViolationKind::no_current_context) == "no_current_context");
+  tether::sim::clear_violations();
+  CHECK(raw<Entry::cuGraphExecKernelNodeSetParams>(t, e, n, &kp) == CUDA_SUCCESS);  // with the context: fine
+  destroy_exec(e);
+  destroy_graph(g);
+  finish();
+}
+
 TEST_SUITE_END();
