@@ -726,6 +726,9 @@ TEST_CASE_FIXTURE(
   CUgraph out = nullptr;
   CHECK(raw<Entry::cuStreamEndCapture>(t, s, &out) == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
   CHECK(out == nullptr);
+  std::size_t left = 0;  // the graph is gone: destroyed graph handles are checked (11x1), as after c3k
+  CHECK(raw<Entry::cuGraphGetNodes>(t, g, static_cast<CUgraphNode*>(nullptr), &left) ==
+        CUDA_ERROR_INVALID_VALUE);
   CHECK(a.count.load() == 1);  // capture_facts c2f: inside the failed end, on this thread
   CHECK(b.count.load() == 1);
   CHECK(ran_once(a));

@@ -31,16 +31,17 @@ extern char** environ;
 namespace {
 
 #define ENTRY(name) decltype(&::name) p_##name = nullptr;
-#define ENTRIES(X)                                                                                        \
-  X(cuInit)                                                                                               \
-  X(cuDeviceGet) X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent) X(cuCtxGetCurrent) X(cuStreamCreate)      \
-      X(cuStreamSynchronize) X(cuModuleLoadData) X(cuModuleGetFunction) X(cuMemAlloc) X(cuMemcpyDtoH)     \
-          X(cuMemsetD32) X(cuGraphCreate) X(cuGraphDestroy) X(cuGraphAddNode) X(cuGraphNodeSetParams)     \
-              X(cuGraphNodeGetType) X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphExecDestroy) \
-                  X(cuGraphExecNodeSetParams) X(cuGraphExecKernelNodeSetParams)                           \
-                      X(cuGraphExecMemsetNodeSetParams) X(cuUserObjectCreate) X(cuUserObjectRelease)      \
-                          X(cuGraphRetainUserObject) X(cuStreamBeginCapture) X(cuStreamEndCapture)        \
-                              X(cuStreamGetCaptureInfo) X(cuStreamUpdateCaptureDependencies)              \
+#define ENTRIES(X)                                                                                           \
+  X(cuInit)                                                                                                  \
+  X(cuDeviceGet)                                                                                             \
+  X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent) X(cuCtxGetCurrent) X(cuStreamCreate) X(cuStreamSynchronize) \
+      X(cuModuleLoadData) X(cuModuleGetFunction) X(cuMemAlloc) X(cuMemcpyDtoH) X(cuMemsetD32)                \
+          X(cuGraphCreate) X(cuGraphDestroy) X(cuGraphAddNode) X(cuGraphNodeSetParams) X(cuGraphNodeGetType) \
+              X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphExecDestroy)                          \
+                  X(cuGraphExecNodeSetParams) X(cuGraphExecKernelNodeSetParams)                              \
+                      X(cuGraphExecMemsetNodeSetParams) X(cuUserObjectCreate) X(cuUserObjectRelease)         \
+                          X(cuGraphRetainUserObject) X(cuStreamBeginCapture) X(cuStreamEndCapture)           \
+                              X(cuStreamGetCaptureInfo) X(cuStreamUpdateCaptureDependencies)                 \
                                   X(cuLaunchKernel) X(cuGetErrorName)
 ENTRIES(ENTRY)
 #undef ENTRY
@@ -48,8 +49,8 @@ ENTRIES(ENTRY)
 bool load() {
   void* lib = dlopen("libcuda.so.1", RTLD_NOW);
   if (!lib) return false;
-    // Why the macros: <cuda.h> maps names such as cuStreamGetCaptureInfo to their current versions
-    // (cuStreamGetCaptureInfo_v3); STR expands them as a program linked with -lcuda would bind them.
+  // Why the macros: <cuda.h> maps names such as cuStreamGetCaptureInfo to their current versions
+  // (cuStreamGetCaptureInfo_v3); STR expands them as a program linked with -lcuda would bind them.
 #define STR2(x) #x
 #define STR(x) STR2(x)
 #define LOAD(name) p_##name = reinterpret_cast<decltype(p_##name)>(dlsym(lib, STR(name)));
