@@ -271,6 +271,8 @@ std::string_view violation_hint(ViolationKind kind) noexcept {
       return "the real driver crashes on this: end the other capture into that graph first";
     case ViolationKind::concurrent_exec_destroy:
       return "the real driver double-frees: destroy the executables before their graph, not concurrently";
+    case ViolationKind::no_current_context:
+      return "the real driver crashes on this: make the executable's context current first (cuCtxSetCurrent)";
   }
   return "";
 }
@@ -1284,6 +1286,7 @@ std::string_view to_string(ViolationKind kind) noexcept {
     case ViolationKind::null_argument: return "null_argument";
     case ViolationKind::capture_into_capturing_graph: return "capture_into_capturing_graph";
     case ViolationKind::concurrent_exec_destroy: return "concurrent_exec_destroy";
+    case ViolationKind::no_current_context: return "no_current_context";
   }
   return "unknown";
 }

@@ -195,6 +195,9 @@ enum class ViolationKind {
   /// cuGraphDestroy of a graph while cuGraphExecDestroy of an executable made from it runs on
   /// another thread (the real driver double-frees: H200, ASan)
   concurrent_exec_destroy,
+  /// cuGraphExecKernelNodeSetParams, or cuGraphExecNodeSetParams of a kernel node, on a thread with
+  /// no current context (the real driver crashes: ctx_block_probe 8a, H200)
+  no_current_context,
 };
 
 /// "use_after_free", ...

@@ -1136,6 +1136,10 @@ CUresult sim_cuStreamUpdateCaptureDependencies(CUstream h, CUgraphNode* deps, co
   if (CUresult r = legacy_guard(s, "cuStreamUpdateCaptureDependencies", true)) return r;
   std::lock_guard lock(graph_mutex());
   if (!s->capture) return CUDA_ERROR_ILLEGAL_STATE;  // c5h
+  // An invalidated capture is still a capture: like its stream operations, the update answers
+  // STREAM_CAPTURE_INVALIDATED (the reading of "Direct add into a capturing graph" in
+  // docs/design/driver-facts.md; the documentation lists only ILLEGAL_STATE, for no capture).
+  if (s->capture->invalidated != CUDA_SUCCESS) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
   // c5b-c5d: SET replaces the set, ADD (and flags 0) adds to it.
   std::vector<Node*> next = flags == CU_STREAM_SET_CAPTURE_DEPENDENCIES ? std::vector<Node*>{} : s->capture_deps;
   for (std::size_t i = 0; i < n; ++i) {
