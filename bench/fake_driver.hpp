@@ -66,16 +66,22 @@ struct Enter {
   Enter& operator=(const Enter&) = delete;
 };
 
-inline void reset_calls() { g_calls.fill(0); }
+inline void reset_calls() {
+  g_calls.fill(0);
+}
 inline std::uint64_t total_calls() {
   std::uint64_t s = 0;
   for (std::uint64_t c : g_calls) s += c;
   return s;
 }
 /// Counts this thread's calls into the fakes from now on (or stops).
-inline void counting(bool on) { t_counting = on; }
+inline void counting(bool on) {
+  t_counting = on;
+}
 /// Makes a call to an un-faked entry point fatal (or lets it reach the simulator again).
-inline void strict(bool on) { g_strict.store(on, std::memory_order_relaxed); }
+inline void strict(bool on) {
+  g_strict.store(on, std::memory_order_relaxed);
+}
 
 // ------------------------------------------------------------------------------ the model
 struct UserObject {
@@ -140,11 +146,21 @@ struct Graph {
   }
 };
 
-inline Graph* graph_of(CUgraph g) { return reinterpret_cast<Graph*>(g); }
-inline Graph* graph_of(CUgraphExec e) { return reinterpret_cast<Graph*>(e); }
-inline Node* node_of(CUgraphNode n) { return reinterpret_cast<Node*>(n); }
-inline CUgraphNode handle(Node* n) { return reinterpret_cast<CUgraphNode>(n); }
-inline CUgraph handle(Graph* g) { return reinterpret_cast<CUgraph>(g); }
+inline Graph* graph_of(CUgraph g) {
+  return reinterpret_cast<Graph*>(g);
+}
+inline Graph* graph_of(CUgraphExec e) {
+  return reinterpret_cast<Graph*>(e);
+}
+inline Node* node_of(CUgraphNode n) {
+  return reinterpret_cast<Node*>(n);
+}
+inline CUgraphNode handle(Node* n) {
+  return reinterpret_cast<CUgraphNode>(n);
+}
+inline CUgraph handle(Graph* g) {
+  return reinterpret_cast<CUgraph>(g);
+}
 
 inline void drop(UserObject* u, unsigned n) {
   if (u->refs.fetch_sub(n, std::memory_order_acq_rel) == n) {
@@ -205,7 +221,8 @@ inline CUcontext g_current = nullptr;
 // stream) would refuse tether's releases there; the measured operations never free, so the
 // simulator's cuMemFree stands in, with the context made current in the simulator first.
 inline decltype(std::declval<tether::detail::DriverTable>().get<Entry::cuMemFree>()) g_sim_free = nullptr;
-inline decltype(std::declval<tether::detail::DriverTable>().get<Entry::cuCtxSetCurrent>()) g_sim_set_current = nullptr;
+inline decltype(std::declval<tether::detail::DriverTable>().get<Entry::cuCtxSetCurrent>()) g_sim_set_current =
+    nullptr;
 
 // The guard in front of an un-faked (simulator) entry point.
 template <Entry E, class F = typename tether::detail::EntryTraits<E>::type>
@@ -215,8 +232,9 @@ struct Guard<E, CUresult (*)(A...)> {
   static inline CUresult (*orig)(A...) = nullptr;
   static CUresult fn(A... a) {
     if (g_strict.load(std::memory_order_relaxed)) {
-      std::fprintf(stderr, "FATAL fake driver: %s is not faked, and a measured path called it (add a fake to "
-                           "bench/fake_driver.hpp)\n",
+      std::fprintf(stderr,
+                   "FATAL fake driver: %s is not faked, and a measured path called it (add a fake to "
+                   "bench/fake_driver.hpp)\n",
                    std::string(tether::detail::entry_name(E)).c_str());
       std::abort();
     }
@@ -254,8 +272,8 @@ inline CUresult add_kernel_node(CUgraphNode* out, CUgraph g, const CUgraphNode* 
 }
 // tether adds through the generic entry point, also into a capturing graph (at the capture's
 // dependencies): the node is the same kind of node either way.
-inline CUresult add_node(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, const CUgraphEdgeData*, std::size_t n,
-                         CUgraphNodeParams* p) {
+inline CUresult add_node(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, const CUgraphEdgeData*,
+                         std::size_t n, CUgraphNodeParams* p) {
   Enter e(Entry::cuGraphAddNode);
   if (!fake_model::deps_in(graph_of(g), deps, n)) return CUDA_ERROR_INVALID_VALUE;
   *out = handle(graph_of(g)->add(p->type, deps, n));
@@ -274,7 +292,8 @@ inline CUresult node_get_type(CUgraphNode n, CUgraphNodeType* t) {
   *t = node_of(n)->type;
   return CUDA_SUCCESS;
 }
-inline CUresult node_get_dependencies(CUgraphNode n, CUgraphNode* deps, CUgraphEdgeData* edges, std::size_t* count) {
+inline CUresult node_get_dependencies(CUgraphNode n, CUgraphNode* deps, CUgraphEdgeData* edges,
+                                      std::size_t* count) {
   Enter e(Entry::cuGraphNodeGetDependencies);
   const fake_model::Node* x = node_of(n);
   const std::size_t want = *count;
@@ -345,7 +364,8 @@ inline CUresult node_find_in_clone(CUgraphNode* out, CUgraphNode original, CUgra
   *out = handle(c->nodes[x->index]);
   return CUDA_SUCCESS;
 }
-inline CUresult user_object_create(CUuserObject* out, void* ptr, CUhostFn destroy, unsigned initial, unsigned) {
+inline CUresult user_object_create(CUuserObject* out, void* ptr, CUhostFn destroy, unsigned initial,
+                                   unsigned) {
   Enter e(Entry::cuUserObjectCreate);
   *out = reinterpret_cast<CUuserObject>(new fake_model::UserObject{ptr, destroy, initial});
   return CUDA_SUCCESS;
@@ -430,8 +450,9 @@ inline CUresult stream_is_capturing(CUstream s, CUstreamCaptureStatus* status) {
   *status = fake_model::capture_of(s) ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
   return CUDA_SUCCESS;
 }
-inline CUresult stream_get_capture_info(CUstream s, CUstreamCaptureStatus* status, cuuint64_t* id, CUgraph* graph,
-                                        const CUgraphNode** deps, const CUgraphEdgeData** edges, std::size_t* n) {
+inline CUresult stream_get_capture_info(CUstream s, CUstreamCaptureStatus* status, cuuint64_t* id,
+                                        CUgraph* graph, const CUgraphNode** deps,
+                                        const CUgraphEdgeData** edges, std::size_t* n) {
   Enter e(Entry::cuStreamGetCaptureInfo);
   fake_model::Capture* c = fake_model::capture_of(s);
   *status = c ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
@@ -463,8 +484,8 @@ inline CUresult thread_exchange_capture_mode(CUstreamCaptureMode* mode) {
   std::swap(current, *mode);
   return CUDA_SUCCESS;
 }
-inline CUresult launch_kernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                              CUstream s, void**, void**) {
+inline CUresult launch_kernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              unsigned, CUstream s, void**, void**) {
   Enter e(Entry::cuLaunchKernel);
   if (fake_model::Capture* c = fake_model::capture_of(s)) {
     fake_model::Node* x = c->graph->add(CU_GRAPH_NODE_TYPE_KERNEL, c->deps.data(), c->deps.size());
@@ -516,10 +537,10 @@ inline void install(tether::detail::DriverTable& t, CUcontext current) {
   t.set<Entry::cuLaunchKernel>(&launch_kernel);
   t.set<Entry::cuThreadExchangeStreamCaptureMode>(&thread_exchange_capture_mode);
   // Everything not replaced above keeps the simulator's function, behind a guard.
-#define TETHER_ENTRY(name, ver)                                                   \
+#define TETHER_ENTRY(name, ver)                                                                 \
   if (t.fn[tether::detail::index(Entry::name)] == before[tether::detail::index(Entry::name)]) { \
-    Guard<Entry::name>::orig = t.get<Entry::name>();                              \
-    t.set<Entry::name>(&Guard<Entry::name>::fn, t.state[tether::detail::index(Entry::name)]);  \
+    Guard<Entry::name>::orig = t.get<Entry::name>();                                            \
+    t.set<Entry::name>(&Guard<Entry::name>::fn, t.state[tether::detail::index(Entry::name)]);   \
   }
 #include "driver/entry_points.inc"
 #undef TETHER_ENTRY

@@ -5,8 +5,9 @@
 // table is opened and the entry points on the measured paths are replaced by trivial fakes
 // (bench/fake_driver.hpp: a graph keeps its nodes and references in vectors, a user object is a
 // small struct with a reference count, every set-params call succeeds), so what remains is
-// tether's work: marshalling, owners, attachments, metadata, the transaction log, handles. The same loop run with raw calls into the fakes gives the fakes' own
-// cost, which is subtracted. Runs anywhere (no GPU); a profiler pointed at it sees only tether.
+// tether's work: marshalling, owners, attachments, metadata, the transaction log, handles. The same
+// loop run with raw calls into the fakes gives the fakes' own cost, which is subtracted. Runs
+// anywhere (no GPU); a profiler pointed at it sees only tether.
 // Usage: overhead [--smoke] [--n N] [--reps R] [--only build|update|exec]
 #include <algorithm>
 #include <chrono>
