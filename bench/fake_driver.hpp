@@ -195,7 +195,8 @@ struct Capture {
   CUstream stream;
   Graph* graph;
   std::uint64_t id;
-  std::vector<CUgraphNode> deps;  // the capture dependency set
+  std::vector<CUgraphNode> deps;           // the capture dependency set
+  std::vector<CUgraphEdgeData> edge_data;  // its edges' data: all default
 };
 inline std::vector<Capture> g_captures;
 inline std::uint64_t g_next_capture_id = 1;
@@ -433,7 +434,7 @@ inline CUresult mem_free_async(CUdeviceptr p, CUstream) {
 inline CUresult stream_begin_capture(CUstream s, CUstreamCaptureMode) {
   Enter e(Entry::cuStreamBeginCapture);
   if (fake_model::capture_of(s)) return CUDA_ERROR_ILLEGAL_STATE;
-  fake_model::g_captures.push_back({s, new fake_model::Graph, fake_model::g_next_capture_id++, {}});
+  fake_model::g_captures.push_back({s, new fake_model::Graph, fake_model::g_next_capture_id++, {}, {}});
   return CUDA_SUCCESS;
 }
 inline CUresult stream_end_capture(CUstream s, CUgraph* out) {
@@ -460,7 +461,10 @@ inline CUresult stream_get_capture_info(CUstream s, CUstreamCaptureStatus* statu
   if (id) *id = c->id;
   if (graph) *graph = handle(c->graph);
   if (deps) *deps = c->deps.data();
-  if (edges) *edges = nullptr;  // every edge is a default edge
+  if (edges) {  // every edge is a default (zeroed) edge
+    c->edge_data.resize(c->deps.size());
+    *edges = c->edge_data.data();
+  }
   if (n) *n = c->deps.size();
   return CUDA_SUCCESS;
 }
