@@ -37,7 +37,6 @@ def parse(path):
     """Totals of a callgrind file (--compress-strings=no, --dump-instr=no): events, call counts."""
     events, summary = None, None
     fn = cfn = None
-    inclusive_next = False
     calls = {}  # (caller, callee) -> count
     with open(path) as f:
         for line in f:
@@ -45,8 +44,7 @@ def parse(path):
                 continue
             c = line[0]
             if c.isdigit() or c in "+-*":
-                inclusive_next = False  # a call's inclusive cost, or a self cost: not needed here
-                continue
+                continue  # a self cost, or a call's inclusive cost: the summary line has the totals
             if line.startswith("fn="):
                 fn = line[3:].rstrip("\n")
             elif line.startswith("cfn="):
@@ -54,10 +52,13 @@ def parse(path):
             elif line.startswith("calls="):
                 key = (fn, cfn)
                 calls[key] = calls.get(key, 0) + int(line[6:].split()[0])
-                inclusive_next = True
             elif line.startswith("events:"):
                 events = line.split()[1:]
-            elif line.startswith("summary:") or line.startswith("totals:"):
+            elif line.startswith("summary:") or (line.startswith("totals:") and summary is None):
+                # summary: the events callgrind counted in the window, which is what valgrind
+                # reports as I refs. The totals line (the sum of the per-function cost lines) can
+                # exceed it by a few instructions per node where callgrind's call-stack tracking
+                # charges a return path twice; it is used only if there is no summary.
                 summary = [int(x) for x in line.split()[1:]]
     if not events or summary is None:
         raise Bad(f"{path}: no events or summary line (not a callgrind dump?)")
