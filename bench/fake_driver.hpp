@@ -22,8 +22,9 @@
 // The fakes count their own calls, per entry point, on a thread that `counting(true)` marks (the
 // measuring thread), so the driver calls per node are exact. Their names share the namespace
 // `fake_entry::` (bench/instructions.sh excludes everything under them from tether's counts with
-// callgrind's --toggle-collect='fake_entry::*'); helpers live elsewhere, because a fake that called
-// another function of that namespace would toggle collection back on.
+// callgrind's --toggle-collect='fake_entry::*', switching it back on only inside tether's own
+// user-object destructors); helpers live elsewhere, because a fake that called another function of
+// that namespace would toggle collection back on.
 #pragma once
 
 #include <array>

@@ -29,6 +29,9 @@ while (($#)); do
   esac
   shift
 done
+[[ $n1 =~ ^[1-9][0-9]*$ && $n2 =~ ^[1-9][0-9]*$ ]] && ((n1 < n2)) ||
+  { echo "instructions.sh: --sizes wants two node counts N1,N2 with 0 < N1 < N2 (got $n1,$n2)" >&2; exit 2; }
+[[ $nargs = 1 || $nargs = 3 ]] || { echo "instructions.sh: --args wants 1 or 3 (got $nargs)" >&2; exit 2; }
 [ -n "$build" ] || { echo "usage: bench/instructions.sh [--smoke] [--args 1|3] [--sizes N1,N2] [--keep DIR] BUILD_DIR" >&2; exit 2; }
 [ -x "$build/bench/instructions" ] || { echo "instructions.sh: $build/bench/instructions is not built (ninja -C $build bench/instructions)" >&2; exit 1; }
 command -v valgrind >/dev/null || { echo "instructions.sh: valgrind is not installed (apt-get install valgrind)" >&2; exit 1; }
