@@ -2,11 +2,12 @@
 // SPDX-FileCopyrightText: 2026 The tether authors
 //
 // tether's own CPU cost per operation, the driver excluded (docs/performance.md). The simulator's
-// table is opened and the entry points on the measured paths are replaced by trivial fakes (a node
-// handle is a counter, a user object a small struct with a reference count, every set-params call
-// succeeds), so what remains is tether's work: marshalling, owners, attachments, metadata, the
-// transaction log, handles. The same loop run with raw calls into the fakes gives the fakes' own
-// cost, which is subtracted. Runs anywhere (no GPU); a profiler pointed at it sees only tether.
+// table is opened and the entry points on the measured paths are replaced by trivial fakes
+// (bench/fake_driver.hpp: a graph keeps its nodes and references in vectors, a user object is a
+// small struct with a reference count, every set-params call succeeds), so what remains is
+// tether's work: marshalling, owners, attachments, metadata, the transaction log, handles. The same
+// loop run with raw calls into the fakes gives the fakes' own cost, which is subtracted. Runs
+// anywhere (no GPU); a profiler pointed at it sees only tether.
 // Usage: overhead [--smoke] [--n N] [--reps R] [--only build|update|exec]
 #include <algorithm>
 #include <chrono>
@@ -16,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "fake_driver.hpp"
 #include "tether.hpp"
 
 using namespace tether;
@@ -23,142 +25,6 @@ using detail::Entry;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-// ------------------------------------------------------------------------------ the fake driver
-struct FakeUserObject {
-  void* ptr;
-  CUhostFn destroy;
-  // Atomic: executables are destroyed on tether's reclaimer, concurrently with the measuring thread.
-  std::atomic<unsigned> refs;
-  std::size_t slot = 0;  // where the (one) graph holding it keeps it: releases are O(1)
-};
-struct FakeGraph {
-  std::vector<FakeUserObject*> held;  // one entry per reference the graph holds
-};
-std::uintptr_t g_next_node = 0x1000;
-float* g_arg = nullptr;
-void* g_args[1] = {&g_arg};
-
-void drop(FakeUserObject* u, unsigned n) {
-  if (u->refs.fetch_sub(n, std::memory_order_acq_rel) == n) {
-    u->destroy(u->ptr);
-    delete u;
-  }
-}
-
-CUresult fake_graph_create(CUgraph* g, unsigned) {
-  *g = reinterpret_cast<CUgraph>(new FakeGraph);
-  return CUDA_SUCCESS;
-}
-CUresult fake_graph_destroy(CUgraph g) {
-  auto* f = reinterpret_cast<FakeGraph*>(g);
-  for (FakeUserObject* u : f->held) drop(u, 1);
-  delete f;
-  return CUDA_SUCCESS;
-}
-CUresult fake_add_kernel(CUgraphNode* out, CUgraph, const CUgraphNode*, std::size_t, const CUDA_KERNEL_NODE_PARAMS*) {
-  *out = reinterpret_cast<CUgraphNode>(g_next_node += 16);
-  return CUDA_SUCCESS;
-}
-// tether adds through the generic entry point, updates with the generic setters: fakes of the
-// same triviality as the per-kind ones the raw side calls.
-CUresult fake_add_node(CUgraphNode* out, CUgraph, const CUgraphNode*, const CUgraphEdgeData*, std::size_t,
-                       CUgraphNodeParams*) {
-  *out = reinterpret_cast<CUgraphNode>(g_next_node += 16);
-  return CUDA_SUCCESS;
-}
-CUresult fake_node_set(CUgraphNode, CUgraphNodeParams*) { return CUDA_SUCCESS; }
-CUresult fake_exec_node_set(CUgraphExec, CUgraphNode, CUgraphNodeParams*) { return CUDA_SUCCESS; }
-CUresult fake_destroy_node(CUgraphNode) { return CUDA_SUCCESS; }
-CUresult fake_kernel_set(CUgraphNode, const CUDA_KERNEL_NODE_PARAMS*) { return CUDA_SUCCESS; }
-CUresult fake_kernel_get(CUgraphNode, CUDA_KERNEL_NODE_PARAMS* p) {
-  *p = {};
-  p->gridDimX = p->gridDimY = p->gridDimZ = 1;
-  p->blockDimX = p->blockDimY = p->blockDimZ = 1;
-  p->kernelParams = g_args;
-  return CUDA_SUCCESS;
-}
-CUresult fake_uo_create(CUuserObject* out, void* ptr, CUhostFn destroy, unsigned initial, unsigned) {
-  *out = reinterpret_cast<CUuserObject>(new FakeUserObject{ptr, destroy, initial});
-  return CUDA_SUCCESS;
-}
-CUresult fake_uo_release(CUuserObject u, unsigned n) {
-  drop(reinterpret_cast<FakeUserObject*>(u), n);
-  return CUDA_SUCCESS;
-}
-CUresult fake_graph_retain(CUgraph g, CUuserObject u, unsigned n, unsigned flags) {
-  auto* f = reinterpret_cast<FakeUserObject*>(u);
-  if (!(flags & CU_GRAPH_USER_OBJECT_MOVE)) f->refs += n;
-  auto& held = reinterpret_cast<FakeGraph*>(g)->held;
-  for (unsigned i = 0; i < n; ++i) {
-    f->slot = held.size();
-    held.push_back(f);
-  }
-  return CUDA_SUCCESS;
-}
-CUresult fake_graph_release(CUgraph g, CUuserObject u, unsigned n) {
-  auto& held = reinterpret_cast<FakeGraph*>(g)->held;
-  auto* f = reinterpret_cast<FakeUserObject*>(u);
-  for (unsigned i = 0; i < n; ++i) {
-    if (f->slot >= held.size() || held[f->slot] != f) return CUDA_ERROR_INVALID_VALUE;
-    held[f->slot] = held.back();
-    held[f->slot]->slot = f->slot;
-    held.pop_back();
-  }
-  drop(f, n);
-  return CUDA_SUCCESS;
-}
-struct FakeExec {
-  CUgraph source;
-};
-CUresult fake_instantiate(CUgraphExec* e, CUgraph g, unsigned long long) {
-  // CUDA copies the source's references into the executable: the fake keeps them by holding
-  // a reference to each user object the source holds.
-  auto* f = new FakeGraph;
-  for (FakeUserObject* u : reinterpret_cast<FakeGraph*>(g)->held) {
-    ++u->refs;
-    f->held.push_back(u);
-  }
-  *e = reinterpret_cast<CUgraphExec>(f);
-  return CUDA_SUCCESS;
-}
-CUresult fake_exec_destroy(CUgraphExec e) { return fake_graph_destroy(reinterpret_cast<CUgraph>(e)); }
-CUresult fake_exec_kernel_set(CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS*) { return CUDA_SUCCESS; }
-// The context made current at the start stays current (the real query costs about 8 ns on the
-// H200, graph_bench's DRIVER line; the simulator's costs more and is not what is measured here).
-CUcontext g_current = nullptr;
-CUresult fake_ctx_get_current(CUcontext* c) {
-  *c = g_current;
-  return CUDA_SUCCESS;
-}
-
-// Why: the fake cuCtxGetCurrent says a context is current everywhere, so the simulator's
-// cuMemFreeAsync (which needs one for the per-thread stream) would refuse tether's releases on
-// the reclaimer; the measured operations never free, so the simulator's cuMemFree stands in.
-decltype(std::declval<detail::DriverTable>().get<detail::Entry::cuMemFree>()) g_sim_free = nullptr;
-CUresult fake_free_async(CUdeviceptr p, CUstream) { return g_sim_free(p); }
-
-void install_fakes(detail::DriverTable& t) {
-  g_sim_free = t.get<Entry::cuMemFree>();
-  t.set<Entry::cuMemFreeAsync>(&fake_free_async);
-  t.set<Entry::cuGraphCreate>(&fake_graph_create);
-  t.set<Entry::cuGraphDestroy>(&fake_graph_destroy);
-  t.set<Entry::cuGraphAddKernelNode>(&fake_add_kernel);
-  t.set<Entry::cuGraphAddNode>(&fake_add_node);
-  t.set<Entry::cuGraphNodeSetParams>(&fake_node_set);
-  t.set<Entry::cuGraphExecNodeSetParams>(&fake_exec_node_set);
-  t.set<Entry::cuGraphDestroyNode>(&fake_destroy_node);
-  t.set<Entry::cuGraphKernelNodeSetParams>(&fake_kernel_set);
-  t.set<Entry::cuGraphKernelNodeGetParams>(&fake_kernel_get);
-  t.set<Entry::cuUserObjectCreate>(&fake_uo_create);
-  t.set<Entry::cuUserObjectRelease>(&fake_uo_release);
-  t.set<Entry::cuGraphRetainUserObject>(&fake_graph_retain);
-  t.set<Entry::cuGraphReleaseUserObject>(&fake_graph_release);
-  t.set<Entry::cuGraphInstantiateWithFlags>(&fake_instantiate);
-  t.set<Entry::cuGraphExecDestroy>(&fake_exec_destroy);
-  t.set<Entry::cuGraphExecKernelNodeSetParams>(&fake_exec_kernel_set);
-  t.set<Entry::cuCtxGetCurrent>(&fake_ctx_get_current);
-}
 
 void noop_dtor(void*) {}
 
@@ -197,10 +63,10 @@ int main(int argc, char** argv) {
                                                ".visible .entry noop(.param .u64 p)\n{\n ret;\n}\n"));
   Kernel<float*> kernel = mod.kernel<float*>("noop");
   SharedBuffer<float> a = ctx.alloc<float>(16).share(), b = ctx.alloc<float>(16).share();
-  g_arg = a.data();
-  g_current = ctx.get();
+  fake_model::g_arg = a.data();
   auto& table = const_cast<detail::DriverTable&>(detail::table_of(rt));
-  install_fakes(table);
+  fake_model::install(table, ctx.get());
+  fake_model::strict(true);  // every driver call below must reach a fake
   const detail::DriverTable& t = table;
 
   using KNode = Node<KernelNode<float*>>;
@@ -273,6 +139,7 @@ int main(int argc, char** argv) {
     reclaim();
     wait_reclaimed(std::chrono::seconds(10));
   }
+  fake_model::strict(false);  // the buffers are freed by the simulator at exit
   std::printf("OVERHEAD tether's own CPU cost, driver calls replaced by fakes; N = %d, %d repetitions (median)\n", n,
               reps);
   auto line = [](const char* what, const std::vector<double>& raw, const std::vector<double>& tet) {
