@@ -57,19 +57,6 @@ class Arena {
 template <class T>
 inline constexpr bool dependent_false = false;
 
-/// A descriptor's owners until they reach a version: if the operation fails first, they are
-/// released on the reclaimer (never on the caller's thread, like every other owner).
-class PendingOwners {
- public:
-  PendingOwners() = default;
-  PendingOwners(const PendingOwners&) = delete;
-  PendingOwners& operator=(const PendingOwners&) = delete;
-  ~PendingOwners() {
-    if (!owners.empty()) release_on_reclaimer(std::move(owners));
-  }
-  Owners owners;
-};
-
 [[noreturn]] void throw_empty_argument(std::string_view what, std::size_t index, std::string_view type);
 [[noreturn]] void throw_zero_dimension(std::string_view what, const char* which, unsigned x, unsigned y, unsigned z);
 [[noreturn]] void throw_empty_endpoint(std::string_view what, const char* end, std::string_view kind);
@@ -132,7 +119,7 @@ class DescBase {
  protected:
   explicit DescBase(CUgraphNodeType type) noexcept { params_.type = type; }
   CUgraphNodeParams params_{};
-  PendingOwners owners_;
+  ReleaseIfUnused owners_;  // a descriptor's owners until they reach a version (attachment.hpp)
 };
 
 /// Saves and restores the parameters of a node kind whose parameters are one struct read by `Get`
