@@ -22,7 +22,7 @@ void report_release(const DriverTable& drv, const char* what, CUresult r) noexce
 void* group_new(const GroupOps* ops, NodeAttachment*& group) {
   // The values follow the fields, aligned; groups of up to 16-byte alignment come from the pool.
   const std::size_t align = ops->align;
-  const std::size_t offset = (sizeof(NodeAttachment) + align - 1) / align * align;
+  const std::size_t offset = (sizeof(NodeAttachment) + align - 1) & ~(align - 1);  // align: a power of two
   const std::size_t total = offset + ops->bytes;
   const bool over = align > 16;
   void* storage = over ? ::operator new(total, std::align_val_t(align)) : group_allocate(total);

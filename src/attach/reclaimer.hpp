@@ -71,13 +71,16 @@ Verdict verdict(Act act, bool as_job = false) noexcept;
 /// Throws the UsageError of a refusing verdict for call `what` ("Graph::edit").
 [[noreturn]] void refuse(Verdict v, std::string_view what);
 
+/// Whether verdict(Act::call) is `go`: its fast path, for the check at the top of every call.
+bool calls_allowed_here() noexcept;
+
 /// The check at the top of every public call that makes a driver call or takes a tether lock:
 /// refuses it with UsageError inside a host callback tether runs (the driver refuses CUDA calls
 /// there, and a lock another thread holds could never be released while the callback blocks the
 /// driver's only callback thread) and in a forked child. `what` names the call ("Graph::edit").
 inline void check_calls_allowed(std::string_view what) {
-  if (Verdict v = verdict(Act::call); v != Verdict::go) [[unlikely]]
-    refuse(v, what);
+  if (!calls_allowed_here()) [[unlikely]]
+    refuse(verdict(Act::call), what);
 }
 
 /// Whether CUDA calls are refused on this thread (a host callback or a user-object destructor).
