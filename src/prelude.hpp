@@ -42,6 +42,7 @@
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
+#include <variant>
 #include <vector>
 
 // Why optional: {fmt} 9 does not compile under nvcc's C++20 front end, so header mode for .cu

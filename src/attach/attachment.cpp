@@ -11,18 +11,69 @@ alignas(64) std::atomic<std::uint64_t> g_attachments_created{0};
 alignas(64) std::atomic<std::uint64_t> g_attachments_reclaimed{0};
 std::atomic<std::uint64_t> g_live_accumulators{0};
 
-void report_release(const char* what, CUresult r) noexcept {
-  try {
-    report_error(what, fmt::format("cuGraphReleaseUserObject failed with {}; the graph keeps the reference until it "
-                                   "is destroyed",
-                                   result_name(r)));
-  } catch (...) {
-    report_error(what, "cuGraphReleaseUserObject failed");
-  }
+void report_release(const DriverTable& drv, const char* what, CUresult r) noexcept {
+  // The graph keeps the reference until it is destroyed: nothing is lost but the early release.
+  report_failure(drv, Entry::cuGraphReleaseUserObject, r, what);
 }
 }  // namespace
 
-void release_on_reclaimer(Owners&& owners) noexcept {
+// ------------------------------------------------------------------------------ owner groups
+
+void* group_new(const GroupOps* ops, NodeAttachment*& group) {
+  // The values follow the fields, aligned; groups of up to 16-byte alignment come from the pool.
+  const std::size_t align = ops->align;
+  const std::size_t offset = (sizeof(NodeAttachment) + align - 1) & ~(align - 1);  // align: a power of two
+  const std::size_t total = offset + ops->bytes;
+  const bool over = align > 16;
+  void* storage = over ? ::operator new(total, std::align_val_t(align)) : group_allocate(total);
+  group = ::new (storage) NodeAttachment(ops, static_cast<std::uint16_t>(offset), over);
+  return static_cast<char*>(storage) + offset;
+}
+
+void NodeAttachment::destroy_group() noexcept {
+  ops_->destroy(values());
+  group_abandon(this);
+}
+
+void group_abandon(NodeAttachment* g) noexcept {
+  // Sized free (the pool needs the size class back): the values' size is in the ops table.
+  const std::size_t total = g->offset_ + g->ops_->bytes;
+  const bool over = g->overaligned_;
+  const std::size_t align = g->ops_->align;
+  g->~NodeAttachment();
+  if (over)
+    ::operator delete(static_cast<void*>(g), total, std::align_val_t(align));
+  else
+    group_free(g, total);
+}
+
+NodeAttachment* group_link(NodeAttachment* group, NodeAttachment* rest) noexcept {
+  group->next_group_ = rest;
+  return group;
+}
+
+NodeAttachment* groups_join(NodeAttachment* more, NodeAttachment* head) noexcept {
+  NodeAttachment* tail = more;
+  while (tail->next_group_) tail = tail->next_group_;
+  tail->next_group_ = head;
+  return more;
+}
+
+std::size_t groups_owner_count(const NodeAttachment* head) noexcept {
+  std::size_t n = 0;
+  for (const NodeAttachment* b = head; b; b = b->next_group_) n += b->ops_->count;
+  return n;
+}
+
+void groups_destroy(NodeAttachment* head) noexcept {
+  while (head) {
+    NodeAttachment* next = head->next_group_;
+    head->destroy_group();
+    head = next;
+  }
+}
+
+void defer(Owners&& owners) noexcept {
   if (owners.empty()) return;
   try {
     Reclaimer::instance().ensure_started();
@@ -31,7 +82,7 @@ void release_on_reclaimer(Owners&& owners) noexcept {
     owners.reset();
     return;
   }
-  Reclaimer::instance().push(OwnersAccess::release(owners));
+  defer(static_cast<Job*>(OwnersAccess::release(owners)));
 }
 
 NodeAttachment* NodeAttachment::create(const DriverTable& drv, Owners&& owners) {
@@ -44,7 +95,7 @@ NodeAttachment* NodeAttachment::create(const DriverTable& drv, Owners&& owners) 
   if (r != CUDA_SUCCESS) {
     // No user object exists, so nothing else can reach the attachment; its owners still die on the
     // reclaimer like every other owner.
-    Reclaimer::instance().push(a);
+    defer(a);
     throw_call_error(drv, Entry::cuUserObjectCreate, r, "creating the user object of a node attachment");
   }
   return a;
@@ -52,14 +103,17 @@ NodeAttachment* NodeAttachment::create(const DriverTable& drv, Owners&& owners) 
 
 void NodeAttachment::on_destroy(void* self) {
   // Runs inside a driver call or on a driver thread: queue only (no lock, no allocation, no throw).
+  // No role scope here: it would be the per-version path's costliest part (callgrind: ~20
+  // instructions a version), and nothing but the hook and defer runs here. The accumulator's
+  // destructor (one per executable) sets it.
   auto* a = static_cast<NodeAttachment*>(self);
   if (auto hook = attachment_destroy_hook.load(std::memory_order_relaxed)) hook(a);
-  Reclaimer::instance().push(a);
+  defer(a);
 }
 
 void NodeAttachment::reclaim() noexcept {
   if (attached_) g_attachments_reclaimed.fetch_add(1, std::memory_order_relaxed);
-  destroy_groups(this);  // `this` heads the bundle
+  groups_destroy(this);  // `this` heads the bundle
 }
 
 std::uint64_t NodeAttachment::live() noexcept {
@@ -79,8 +133,8 @@ Staged prepare(const DriverTable& drv, CUgraph graph, Owners&& owners) {
     // The reference is still ours: release it, and the destructor queues the attachment.
     CUresult rr = raw<Entry::cuUserObjectRelease>(drv, a->user_object(), 1u);
     if (rr != CUDA_SUCCESS)
-      report_error("releasing the user object of an attachment whose retain failed",
-                   std::string(result_name(rr)) + " (the attachment is leaked)");
+      report_failure(drv, Entry::cuUserObjectRelease, rr,
+                     "releasing the user object of an attachment whose retain failed (the attachment is leaked)");
     throw_call_error(drv, Entry::cuGraphRetainUserObject, r, "moving a node attachment's reference onto its graph");
   }
   return {graph, a};
@@ -89,7 +143,7 @@ Staged prepare(const DriverTable& drv, CUgraph graph, Owners&& owners) {
 void rollback(const DriverTable& drv, Staged& staged) noexcept {
   if (!staged) return;
   CUresult r = raw<Entry::cuGraphReleaseUserObject>(drv, staged.graph, staged.attachment->user_object(), 1u);
-  if (r != CUDA_SUCCESS) report_release("rolling back a staged node attachment", r);
+  if (r != CUDA_SUCCESS) report_release(drv, "rolling back a staged node attachment", r);
   staged = {};
 }
 
@@ -104,7 +158,7 @@ void commit(const DriverTable& drv, NodeAttachment*& slot, Staged& staged) noexc
 void release_from(const DriverTable& drv, CUgraph graph, NodeAttachment* attachment, const char* what) noexcept {
   if (!attachment) return;
   CUresult r = raw<Entry::cuGraphReleaseUserObject>(drv, graph, attachment->user_object(), 1u);
-  if (r != CUDA_SUCCESS) report_release(what, r);
+  if (r != CUDA_SUCCESS) report_release(drv, what, r);
 }
 
 ExecAccumulator* ExecAccumulator::create(const DriverTable& drv) {
@@ -114,15 +168,24 @@ ExecAccumulator* ExecAccumulator::create(const DriverTable& drv) {
   CUresult r = raw<Entry::cuUserObjectCreate>(drv, &a->uo_, static_cast<void*>(a), &ExecAccumulator::on_destroy, 1u,
                                               static_cast<unsigned>(CU_USER_OBJECT_NO_DESTRUCTOR_SYNC));
   if (r != CUDA_SUCCESS) {
-    Reclaimer::instance().push(a);
+    defer(a);
     throw_call_error(drv, Entry::cuUserObjectCreate, r, "creating an executable's owner accumulator");
   }
   return a;
 }
 
 ExecAccumulator::~ExecAccumulator() { g_live_accumulators.fetch_sub(1, std::memory_order_relaxed); }
-void ExecAccumulator::on_destroy(void* self) { Reclaimer::instance().push(static_cast<ExecAccumulator*>(self)); }
+void ExecAccumulator::on_destroy(void* self) {
+  ThreadRoleScope role(ThreadRole::user_object_destructor);
+  defer(static_cast<ExecAccumulator*>(self));
+}
 void ExecAccumulator::reclaim() noexcept { delete this; }
 std::uint64_t ExecAccumulator::live() noexcept { return g_live_accumulators.load(std::memory_order_relaxed); }
 
+}  // namespace tether::detail
+
+namespace tether::detail {
+// The header of a group stays the size it had with a vtable: the one-allocation-per-version cost
+// (docs/performance.md) is measured in bytes as well as instructions.
+static_assert(sizeof(void*) != 8 || sizeof(NodeAttachment) == 40, "an owner group's header grew");
 }  // namespace tether::detail

@@ -11,28 +11,40 @@
 #include "../config.hpp"
 #include "../prelude.hpp"
 #include "../driver/table.hpp"
+#include "node_attachment.hpp"
 #include "owners.hpp"
 #include "reclaimer.hpp"
 
 namespace tether::detail {
 
-/// Hands `owners` to the reclaimer (they are released there, like every other owner). Allocates
-/// nothing and never throws; only if the reclaimer thread cannot be started are they released here.
-void release_on_reclaimer(Owners&& owners) noexcept;
+/// Hands `owners` to the reclaimer (they are released there, like every other owner): defers them
+/// as one job of kind `owners`. Allocates nothing and never throws; only if the reclaimer thread
+/// cannot be started are they released here.
+void defer(Owners&& owners) noexcept;
 
-/// Guards the owners of an operation that may fail before they reach an attachment: whatever is
-/// still in the bundle when the guard goes is released on the reclaimer, not on the caller's thread.
+/// The one guard of owners on their way to an attachment: whatever is still in the guarded bundle
+/// when the guard goes is deferred to the reclaimer (defer(Owners&&)), never released on the
+/// caller's thread. Either it guards a caller's bundle (`ReleaseIfUnused guard(owners);` at the
+/// top of an operation that may fail before the owners reach an attachment), or, default-
+/// constructed, its own (`owners`: a node descriptor's). Neither copyable nor movable: it points at
+/// the bundle it guards.
 class ReleaseIfUnused {
  public:
-  explicit ReleaseIfUnused(Owners& owners) noexcept : owners_(owners) {}
+  /// Guards its own bundle, `owners`.
+  ReleaseIfUnused() noexcept : guarded_(&owners) {}
+  /// Guards `guarded` (which must outlive the guard).
+  explicit ReleaseIfUnused(Owners& guarded) noexcept : guarded_(&guarded) {}
   ~ReleaseIfUnused() {
-    if (!owners_.empty()) release_on_reclaimer(std::move(owners_));
+    if (!guarded_->empty()) defer(std::move(*guarded_));
   }
   ReleaseIfUnused(const ReleaseIfUnused&) = delete;
   ReleaseIfUnused& operator=(const ReleaseIfUnused&) = delete;
 
+  /// The guard's own bundle (empty, and unused, when it guards a caller's).
+  Owners owners;
+
  private:
-  Owners& owners_;
+  Owners* guarded_;
 };
 
 /// Test hook: called (if set) inside the user-object destructor of every attachment, on whatever
@@ -71,19 +83,20 @@ void release_from(const DriverTable& drv, CUgraph graph, NodeAttachment* attachm
 /// object on a CUgraphExec, so it is retained on the source graph just before instantiate / whole
 /// update (CUDA then propagates it into the executable) and released from the source right after,
 /// on every path. Owners of per-node executable updates are added to it.
-class ExecAccumulator final : public Reclaimable {
+class ExecAccumulator final : public Job {
  public:
   /// Creates the accumulator and its user object (refcount 1, the caller's).
   static ExecAccumulator* create(const DriverTable& drv);
   CUuserObject user_object() const noexcept { return uo_; }
-  void reclaim() noexcept override;
+  /// Deletes it (what the reclaimer runs for a job of kind `accumulator`).
+  void reclaim() noexcept;
   /// Owners kept until the executable (and every launch of it) is gone. Serialised by the
   /// executable's lock.
   Owners& owners() noexcept { return owners_; }
   static std::uint64_t live() noexcept;
 
  private:
-  ExecAccumulator() = default;
+  ExecAccumulator() noexcept : Job(Kind::accumulator) {}
   ~ExecAccumulator();
   static void on_destroy(void* self);
   Owners owners_;
@@ -108,8 +121,9 @@ void with_accumulator_on(const DriverTable& drv, CUgraph source, ExecAccumulator
     ~ReleaseFromSource() {
       CUresult r = raw<Entry::cuGraphReleaseUserObject>(drv, source, acc->user_object(), 1u);
       if (r != CUDA_SUCCESS)
-        report_error("releasing an executable's owner accumulator from its source graph",
-                     std::string(result_name(r)) + " (the reference stays until the graph is destroyed)");
+        report_failure(drv, Entry::cuGraphReleaseUserObject, r,
+                       "releasing an executable's owner accumulator from its source graph (the reference stays "
+                       "until the graph is destroyed)");
     }
   } guard{drv, source, acc};
   propagate();

@@ -4,8 +4,6 @@
 
 #include "../config.hpp"
 #include "../prelude.hpp"
-#include "pool.hpp"
-#include "reclaimer.hpp"
 
 TETHER_EXPORT namespace tether {
 class Owners;
@@ -44,74 +42,59 @@ std::string owner_label(const T& v) {
     return owner_type_name<T>();
 }
 
-/// One group of owners of a bundle (`tether::Owners`), in one allocation, and — when it is the
-/// first group of a bundle handed to a node version — that version's attachment
-/// (docs/design/attachments.md): the user object whose single reference the graph holds points here, and the reclaimer
-/// releases the whole bundle from here. Why one type for both: a version then costs one
-/// allocation (the owners with the attachment's fields in front), not a bundle plus an attachment.
-/// Immutable after publication (invariant 1): nothing but its creator and the reclaimer touches it.
-class NodeAttachment : public Reclaimable {
- public:
-  /// Makes the first group of `owners` (which must not be empty) the attachment of a new version:
-  /// creates its user object (cuUserObjectCreate, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC, refcount 1,
-  /// owned by the caller). Allocates nothing. On failure the owners go to the reclaimer and
-  /// DriverError is thrown.
-  static NodeAttachment* create(const DriverTable& drv, Owners&& owners);
+class NodeAttachment;  // a group's layout (and an attachment's): node_attachment.hpp, private
 
-  /// The user object that owns this attachment (null for a group that is not an attachment).
-  CUuserObject user_object() const noexcept { return uo_; }
-  /// Number of owners held by the whole bundle this group heads.
-  std::size_t owner_count() const noexcept {
-    std::size_t n = 0;
-    for (const NodeAttachment* b = this; b; b = b->next_group_) n += b->count_;
-    return n;
+/// What a group's values need from their types, one constant table per list of value types:
+/// how to destroy them and how to describe them (`inspect`). Why a table, not virtual functions:
+/// the group's layout (the attachment's fields, its link on the reclaimer's queue) stays private.
+struct GroupOps {
+  void (*destroy)(void* values) noexcept;
+  void (*describe)(const void* values, std::vector<std::string>& out);
+  std::uint32_t count;  // values in the group
+  std::size_t bytes;    // their size
+  std::size_t align;    // their alignment
+};
+
+/// One new group with room for the values `ops` describes, in one allocation from
+/// the owner-group pool (pool.hpp; over-aligned ones from the general allocator); returns the
+/// values' storage and sets `group`. The group is linked to nothing. Throws std::bad_alloc.
+void* group_new(const GroupOps* ops, NodeAttachment*& group);
+/// Frees a group from group_new whose values were never constructed (their constructor threw).
+void group_abandon(NodeAttachment* group) noexcept;
+/// Links `group` in front of `rest`; returns `group`.
+NodeAttachment* group_link(NodeAttachment* group, NodeAttachment* rest) noexcept;
+/// Links the bundle `more` in front of `head`; returns the new head.
+NodeAttachment* groups_join(NodeAttachment* more, NodeAttachment* head) noexcept;
+/// Number of owners of the bundle `head` heads.
+std::size_t groups_owner_count(const NodeAttachment* head) noexcept;
+/// Destroys every group of the bundle `head` heads (the most recently added first).
+void groups_destroy(NodeAttachment* head) noexcept;
+
+template <class... T>
+struct GroupOf {
+  using Values = std::tuple<T...>;
+  static void destroy(void* v) noexcept { std::destroy_at(static_cast<Values*>(v)); }
+  static void describe(const void* v, std::vector<std::string>& out) {
+    std::apply([&](const auto&... x) { (out.push_back(owner_label(x)), ...); }, *static_cast<const Values*>(v));
   }
-  /// Appends a label per owner of the whole bundle this group heads, the most recently added
-  /// group first (`inspect`): the owner's own label where its type gives one (`tether_owner_label`,
-  /// found by argument-dependent lookup: "SharedBuffer<float>[1024]", "kernel scale"), otherwise
-  /// its type as the compiler spells it. Allocates; the bundle is immutable, so any thread may call it.
-  void describe(std::vector<std::string>& out) const {
-    for (const NodeAttachment* b = this; b; b = b->next_group_) b->describe_group(out);
-  }
-  /// Releases this group and the rest of its bundle (what the reclaimer calls).
-  void reclaim() noexcept final;
-  /// Destroys `first` and every group after it, in chain order (the most recently added first).
-  static void destroy_groups(NodeAttachment* first) noexcept {
-    while (first) {
-      NodeAttachment* next = first->next_group_;
-      first->destroy_group();
-      first = next;
+  static constexpr GroupOps ops{&destroy, &describe, sizeof...(T), sizeof(Values), alignof(Values)};
+
+  /// A new group holding `a...` moved or copied into its values; nothing is moved from `a` if it
+  /// throws.
+  template <class... A>
+  static Values& make(NodeAttachment*& group, A&&... a) {
+    NodeAttachment* g = nullptr;
+    void* storage = group_new(&ops, g);
+    Values* values;
+    try {
+      values = ::new (storage) Values(std::forward<A>(a)...);
+    } catch (...) {
+      group_abandon(g);
+      throw;
     }
+    group = g;
+    return *values;
   }
-
-  /// Attachments alive in the process (created and not yet reclaimed).
-  static std::uint64_t live() noexcept;
-
-  // Groups come from the owner-group pool (pool.hpp); over-aligned ones from the general allocator.
-  static void* operator new(std::size_t bytes) { return group_allocate(bytes); }
-  static void operator delete(void* p, std::size_t bytes) noexcept { group_free(p, bytes); }
-  static void* operator new(std::size_t bytes, std::align_val_t al) { return ::operator new(bytes, al); }
-  static void operator delete(void* p, std::size_t bytes, std::align_val_t al) noexcept {
-    ::operator delete(p, bytes, al);
-  }
-
- protected:
-  NodeAttachment() = default;
-  ~NodeAttachment() = default;
-  /// Destroys this group only (its owners, then its storage).
-  virtual void destroy_group() noexcept = 0;
-  /// Appends one label per owner of this group.
-  virtual void describe_group(std::vector<std::string>& out) const = 0;
-
- private:
-  friend class tether::Owners;
-  friend struct OwnersAccess;
-  static void on_destroy(void* self);  // CUhostFn signature; only queues (invariant 9)
-
-  NodeAttachment* next_group_ = nullptr;  // the rest of the bundle
-  CUuserObject uo_ = nullptr;
-  std::uint32_t count_ = 0;
-  bool attached_ = false;  // heads a version (counted by live())
 };
 
 }  // namespace tether::detail
@@ -143,8 +126,9 @@ class Owners {
   /// A bundle of the given owners, in one allocation.
   template <Ownable... T>
     requires(sizeof...(T) > 0)
-  Owners(T&&... owners)  // NOLINT(google-explicit-constructor): `Owners{a, b}` is the intended spelling
-      : head_(new Items<std::remove_cvref_t<T>...>(std::forward<T>(owners)...)) {}
+  Owners(T&&... owners) {  // NOLINT(google-explicit-constructor): `Owners{a, b}` is the intended spelling
+    detail::GroupOf<std::remove_cvref_t<T>...>::make(head_, std::forward<T>(owners)...);
+  }
 
   Owners(Owners&& other) noexcept : head_(std::exchange(other.head_, nullptr)) {}
   Owners& operator=(Owners&& other) noexcept {
@@ -159,17 +143,13 @@ class Owners {
   ~Owners() { reset(); }
 
   /// Number of owners held.
-  std::size_t size() const noexcept { return head_ ? head_->owner_count() : 0; }
+  std::size_t size() const noexcept { return head_ ? detail::groups_owner_count(head_) : 0; }
   /// Whether the bundle holds no owner.
   bool empty() const noexcept { return head_ == nullptr; }
 
   /// Moves every owner of `more` into this bundle (no allocation: the groups are linked).
   Owners& operator+=(Owners&& more) noexcept {
-    if (!more.head_) return *this;
-    detail::NodeAttachment* tail = more.head_;
-    while (tail->next_group_) tail = tail->next_group_;
-    tail->next_group_ = head_;
-    head_ = std::exchange(more.head_, nullptr);
+    if (more.head_) head_ = detail::groups_join(std::exchange(more.head_, nullptr), head_);
     return *this;
   }
 
@@ -177,30 +157,20 @@ class Owners {
   /// bundle releases it: how a host node's trampoline finds the callable it runs.
   template <Ownable T>
   std::remove_cvref_t<T>& adopt(T&& value) {
-    auto* items = new Items<std::remove_cvref_t<T>>(std::forward<T>(value));
-    items->next_group_ = head_;
-    head_ = items;
-    return std::get<0>(items->values);
+    detail::NodeAttachment* g = nullptr;
+    auto& values = detail::GroupOf<std::remove_cvref_t<T>>::make(g, std::forward<T>(value));
+    head_ = detail::group_link(g, head_);
+    return std::get<0>(values);
   }
 
   /// Destroys every owner now (the most recently added group first).
-  void reset() noexcept { detail::NodeAttachment::destroy_groups(std::exchange(head_, nullptr)); }
+  void reset() noexcept {
+    if (head_) detail::groups_destroy(std::exchange(head_, nullptr));
+  }
 
  private:
   friend struct detail::OwnersAccess;
-  template <class... T>
-  struct Items final : detail::NodeAttachment {
-    template <class... A>
-    explicit Items(A&&... a) : values(std::forward<A>(a)...) {
-      count_ = sizeof...(T);
-    }
-    void destroy_group() noexcept override { delete this; }
-    void describe_group(std::vector<std::string>& out) const override {
-      std::apply([&](const auto&... v) { (out.push_back(detail::owner_label(v)), ...); }, values);
-    }
-    std::tuple<T...> values;
-  };
-  detail::NodeAttachment* head_ = nullptr;
+  detail::NodeAttachment* head_ = nullptr;  // the most recently added group; opaque here
 };
 
 }  // namespace tether

@@ -33,12 +33,20 @@ class DriverCategory final : public std::error_category {
   }
 };
 
-std::string compose(std::string_view entry, int result, std::string_view description,
-                    std::string_view context) {
-  std::string s = fmt::format("{} failed with {} ({}: {})", entry, result_name(result), result, description);
-  if (!context.empty()) fmt::format_to(std::back_inserter(s), " while {}", context);
-  return s;
-}
+// Appends to a fixed buffer, counting what does not fit.
+struct Writer {
+  std::span<char> out;
+  std::size_t len = 0;
+  void put(std::string_view s) noexcept {
+    if (len < out.size()) std::memcpy(out.data() + len, s.data(), std::min(s.size(), out.size() - len));
+    len += s.size();
+  }
+  void put(int v) noexcept {
+    char b[16];
+    int n = std::snprintf(b, sizeof b, "%d", v);
+    put(std::string_view(b, n > 0 ? static_cast<std::size_t>(n) : 0));
+  }
+};
 
 void default_hook(const ErrorReport& r) noexcept {
   std::fprintf(stderr, "tether: error while %.*s: %.*s\n", static_cast<int>(r.where.size()), r.where.data(),
@@ -71,6 +79,37 @@ std::string_view result_description(int result) noexcept {
   const ResultInfo* r = find_result(result);
   return r ? r->text : std::string_view{};
 }
+
+namespace {
+std::string compose(std::string_view entry, int result, std::string_view description, std::string_view context) {
+  std::string s(detail::format_driver_error({}, entry, result, description, context), '\0');
+  detail::format_driver_error(s, entry, result, description, context);
+  return s;
+}
+}  // namespace
+
+namespace detail {
+std::size_t format_driver_error(std::span<char> out, std::string_view entry, int result, std::string_view description,
+                                std::string_view context, std::string_view explanation) noexcept {
+  Writer w{out};
+  w.put(entry);
+  w.put(" failed with ");
+  w.put(result_name(result));
+  w.put(" (");
+  w.put(result);
+  w.put(": ");
+  w.put(description);
+  w.put(")");
+  if (!context.empty() || !explanation.empty()) w.put(" while ");
+  w.put(context);
+  if (!explanation.empty()) {
+    if (!context.empty()) w.put("; ");
+    w.put("simulator: ");
+    w.put(explanation);
+  }
+  return w.len;
+}
+}  // namespace detail
 
 DriverError::DriverError(std::string_view entry_point, int result, std::string description, std::string context)
     : std::system_error(std::error_code(result, driver_category())),

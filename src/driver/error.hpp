@@ -118,6 +118,18 @@ void report_current_exception(std::string_view where) noexcept;
 
 }  // namespace tether
 
+namespace tether::detail {
+
+/// Writes the message of a failed driver call — "cuGraphCreate failed with CUDA_ERROR_INVALID_VALUE
+/// (1: invalid argument) while creating a graph", then "; simulator: " and `explanation` if there is
+/// one — into `out`, as much as fits (no terminating NUL), and returns the length of the whole
+/// message (larger than `out.size()` when it was cut). The one formatter of DriverError::what() and
+/// of reports that cannot throw (format_call_error). Never allocates, never throws.
+std::size_t format_driver_error(std::span<char> out, std::string_view entry, int result, std::string_view description,
+                                std::string_view context, std::string_view explanation = {}) noexcept;
+
+}  // namespace tether::detail
+
 template <>
 struct std::is_error_code_enum<tether::Errc> : std::true_type {};
 

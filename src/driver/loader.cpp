@@ -35,29 +35,85 @@ void DriverTable::stub_all(EntryState s) noexcept {
 #undef TETHER_ENTRY
 }
 
-void throw_call_error(const DriverTable& t, Entry e, CUresult r, std::string context) {
+namespace {
+
+// The message of a call to an entry this driver lacks (DriverUnavailable's). Never allocates.
+std::size_t format_unavailable(std::span<char> out, const DriverTable& t, Entry e, std::string_view context) noexcept {
   std::string_view name = entry_name(e);
+  int n = 0;
+  if (t.state[index(e)] == EntryState::too_old) {
+    int need = entry_versions[index(e)];
+    n = std::snprintf(out.data(), out.size(), "%.*s needs a CUDA %d.%d driver; this driver is %d.%d (%s)",
+                      static_cast<int>(name.size()), name.data(), need / 1000, (need % 1000) / 10, t.version / 1000,
+                      (t.version % 1000) / 10, t.origin.c_str());
+  } else {
+    n = std::snprintf(out.data(), out.size(), "%.*s is not provided by the driver (%s)", static_cast<int>(name.size()),
+                      name.data(), t.origin.c_str());
+  }
+  std::size_t len = n > 0 ? static_cast<std::size_t>(n) : 0;
+  if (!context.empty()) {
+    constexpr std::string_view kWhile = " while ";
+    for (std::string_view part : {kWhile, context}) {
+      if (len < out.size()) std::memcpy(out.data() + len, part.data(), std::min(part.size(), out.size() - len));
+      len += part.size();
+    }
+  }
+  return len;
+}
+
+// The driver's description of `r` where it gives one (cuGetErrorString), else the headers'.
+std::string_view describe_result(const DriverTable& t, CUresult r) noexcept {
+  if (t.state[index(Entry::cuGetErrorString)] == EntryState::resolved) {
+    const char* s = nullptr;
+    if (t.get<Entry::cuGetErrorString>()(r, &s) == CUDA_SUCCESS && s) return s;
+  }
+  return result_description(r);
+}
+
+}  // namespace
+
+void throw_call_error(const DriverTable& t, Entry e, CUresult r, std::string context) {
   EntryState st = t.state[index(e)];
   if (st != EntryState::resolved) {
-    std::string msg =
-        st == EntryState::too_old
-            ? fmt::format("{} needs a CUDA {} driver; this driver is {} ({})", name,
-                          driver_version_string(entry_versions[index(e)]), driver_version_string(t.version),
-                          t.origin)
-            : fmt::format("{} is not provided by the driver ({})", name, t.origin);
-    if (!context.empty()) msg += " while " + context;
+    // Measured first (snprintf needs room for its NUL), then written.
+    std::string msg(format_unavailable({}, t, e, context) + 1, '\0');
+    msg.resize(std::min(format_unavailable(msg, t, e, context), msg.size() - 1));
     throw DriverUnavailable(st == EntryState::too_old ? Unavailable::too_old : Unavailable::missing_entry, msg);
   }
   // Why the explanation is read first: it belongs to the failed call, and any later driver call
   // on this thread (cuGetErrorString included) may replace it.
   std::string why = t.explain ? t.explain() : std::string();
-  std::string description;
-  if (t.state[index(Entry::cuGetErrorString)] == EntryState::resolved) {
-    const char* s = nullptr;
-    if (t.get<Entry::cuGetErrorString>()(r, &s) == CUDA_SUCCESS && s) description = s;
-  }
+  std::string description(describe_result(t, r));
   if (!why.empty()) context += (context.empty() ? "" : "; ") + ("simulator: " + why);
-  throw DriverError(name, r, std::move(description), std::move(context));
+  throw DriverError(entry_name(e), r, std::move(description), std::move(context));
+}
+
+std::string_view format_call_error(std::span<char> out, const DriverTable& t, Entry e, CUresult r,
+                                   std::string_view context) noexcept {
+  if (out.empty()) return {};
+  std::size_t len = 0;
+  if (t.state[index(e)] != EntryState::resolved) {
+    len = format_unavailable(out, t, e, context);
+  } else {
+    std::string why;
+    if (t.explain) {
+      try {
+        why = t.explain();
+      } catch (...) {  // no memory for the explanation: the message goes without it
+      }
+    }
+    len = format_driver_error(out, entry_name(e), r, describe_result(t, r), context, why);
+  }
+  if (len <= out.size()) return {out.data(), len};
+  // Cut: say so in the last bytes.
+  constexpr std::string_view kCut = "...";
+  if (out.size() >= kCut.size()) std::memcpy(out.data() + out.size() - kCut.size(), kCut.data(), kCut.size());
+  return {out.data(), out.size()};
+}
+
+void report_failure(const DriverTable& t, Entry entry, CUresult r, const char* what) noexcept {
+  char buf[1024];
+  report_error(what, format_call_error(buf, t, entry, r, what));
 }
 
 namespace {

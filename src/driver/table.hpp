@@ -117,7 +117,21 @@ struct DriverTable {
   void stub_all(EntryState s) noexcept;
 };
 
+/// Throws the error of a failed call of entry `e` with result `r` while `context`: DriverError
+/// (its message from format_driver_error, with the simulator's explanation), or DriverUnavailable
+/// when the driver lacks the entry.
 [[noreturn]] void throw_call_error(const DriverTable& t, Entry e, CUresult r, std::string context);
+
+/// The message throw_call_error's exception would carry, written into `out` (cut to fit, the cut
+/// marked by "..."); returns the written text. Never throws and allocates nothing of its own (only
+/// the simulator's explanation allocates, and is left out if it cannot): the reporting path of
+/// releases and destructors formats with it.
+std::string_view format_call_error(std::span<char> out, const DriverTable& t, Entry e, CUresult r,
+                                   std::string_view context) noexcept;
+
+/// Reports a failed driver call that cannot be thrown (a release, a destructor) through the error
+/// hook, with the message a throwing call would give (format_call_error; at most 1 KiB). Never throws.
+void report_failure(const DriverTable& t, Entry entry, CUresult r, const char* what) noexcept;
 
 inline std::string context_string(const char* s) { return s; }
 inline std::string context_string(std::string_view s) { return std::string(s); }

@@ -125,6 +125,52 @@ void release_retired_later(const std::shared_ptr<ExecOwners>& owners, std::uint6
 
 std::atomic<std::size_t> g_live_execs{0};
 
+// An executable's destruction: run where the executable dies, or deferred (a Job of kind
+// destroy_exec).
+struct ExecDestroyJob final : Job {
+  struct Work {
+    const DriverTable* d;
+    CUgraphExec e;
+    CUuserObject uo;
+    CUcontext c;
+    Context keep;
+    std::shared_ptr<std::atomic<int>> dying;
+    void operator()() const noexcept;
+  };
+  explicit ExecDestroyJob(Work w) noexcept : Job(Kind::destroy_exec), work(std::move(w)) {}
+  Work work;
+};
+
+void ExecDestroyJob::Work::operator()() const noexcept {
+  relax_capture_mode(*d);
+  CUcontext cur = nullptr;
+  CUresult got = raw<Entry::cuCtxGetCurrent>(*d, &cur);
+  constexpr const char* kContext =
+      "making a context current to destroy an executable (the executable is destroyed all the same)";
+  if (got != CUDA_SUCCESS)
+    report_failure(*d, Entry::cuCtxGetCurrent, got, kContext);
+  else if (cur != c)
+    if (CUresult set = raw<Entry::cuCtxSetCurrent>(*d, c); set != CUDA_SUCCESS)
+      report_failure(*d, Entry::cuCtxSetCurrent, set, kContext);
+  if (e) {
+    std::lock_guard serial(graph_destroy_mutex());  // never beside its source's cuGraphDestroy
+    CUresult r = raw<Entry::cuGraphExecDestroy>(*d, e);
+    if (r != CUDA_SUCCESS) report_failure(*d, Entry::cuGraphExecDestroy, r, "destroying an executable graph");
+  }
+  if (dying) dying->fetch_sub(1, std::memory_order_acq_rel);
+  if (uo) {
+    CUresult r = raw<Entry::cuUserObjectRelease>(*d, uo, 1u);
+    if (r != CUDA_SUCCESS)
+      report_failure(*d, Entry::cuUserObjectRelease, r, "releasing an executable's owner accumulator");
+  }
+}
+
+void run_exec_destroy_job(Job& j) noexcept {
+  auto& job = static_cast<ExecDestroyJob&>(j);
+  job.work();
+  delete &job;
+}
+
 struct ExecState {
   const DriverTable* drv = nullptr;
   Context ctx;
@@ -163,67 +209,50 @@ struct ExecState {
       dying->fetch_add(1, std::memory_order_acq_rel);
       source->live_execs.fetch_sub(1, std::memory_order_acq_rel);
     }
-    auto destroy = [d, e, uo, c, keep = ctx, dying] {
-      relax_capture_mode(*d);
-      CUcontext cur = nullptr;
-      CUresult got = raw<Entry::cuCtxGetCurrent>(*d, &cur);
-      if (got != CUDA_SUCCESS)
-        report_error("making a context current to destroy an executable", std::string("cuCtxGetCurrent failed with ") +
-                                                           std::string(result_name(got)) + " (the executable is destroyed all the same)");
-      else if (cur != c)
-        if (CUresult set = raw<Entry::cuCtxSetCurrent>(*d, c); set != CUDA_SUCCESS)
-          report_error("making a context current to destroy an executable", std::string("cuCtxSetCurrent failed with ") +
-                                                             std::string(result_name(set)) + " (the executable is destroyed all the same)");
-      if (e) {
-        std::lock_guard serial(graph_destroy_mutex());  // never beside its source's cuGraphDestroy
-        CUresult r = raw<Entry::cuGraphExecDestroy>(*d, e);
-        if (r != CUDA_SUCCESS) report_error("destroying an executable graph", result_name(r));
-      }
-      if (dying) dying->fetch_sub(1, std::memory_order_acq_rel);
-      if (uo) {
-        CUresult r = raw<Entry::cuUserObjectRelease>(*d, uo, 1u);
-        if (r != CUDA_SUCCESS) report_error("releasing an executable's owner accumulator", result_name(r));
-      }
-    };
+    ExecDestroyJob::Work destroy{d, e, uo, c, ctx, std::move(dying)};
     // Why on the reclaimer: cuGraphExecDestroy on an application thread in GLOBAL capture mode
     // invalidates a stream capture on any other thread (capture facts c4). It never blocks on
     // launches in flight: CUDA keeps what they use until they complete. An executable of a graph
     // with conditional nodes is destroyed here instead (in RELAXED mode, so no capture is harmed):
     // CUDA instantiates such a graph once at a time, and the caller may instantiate it again at
     // once; waiting for the reclaimer there could wait behind a host callback the caller opens.
-    if (on_reclaimer_thread()) {
+    constexpr const char* kDefer = "deferring an executable's destruction to the reclaimer (it is leaked)";
+    if (verdict(Act::release_reclaimer_only) == Verdict::go) {
       destroy();
-    } else if (single_instance && !cuda_forbidden_here()) {
+    } else if (single_instance && verdict(Act::release) == Verdict::go) {
       try {
         ScopedContext scope(*d, c);
         RelaxedScope relaxed(*d);
         destroy();
       } catch (...) {
-        run_on_reclaimer(destroy);  // no context could be made current here
+        defer_new<ExecDestroyJob>(kDefer, std::move(destroy));  // no context could be made current here
       }
     } else {
-      run_on_reclaimer(destroy);
+      defer_new<ExecDestroyJob>(kDefer, std::move(destroy));
     }
   }
 };
 
-namespace {
-
 // Follows a launch on its stream; when it runs, that launch and every earlier one of the
-// executable have completed, so owners superseded before it can go (on the reclaimer).
-class Marker final : public Reclaimable {
- public:
-  Marker(std::shared_ptr<ExecOwners> o, std::uint64_t completed) : owners_(std::move(o)), completed_(completed) {}
-  static void run(void* self) { Reclaimer::instance().push(static_cast<Marker*>(self)); }
-  void reclaim() noexcept override {
-    release_retired(owners_, completed_);
-    delete this;
-  }
-
- private:
-  std::shared_ptr<ExecOwners> owners_;
-  std::uint64_t completed_;
+// executable have completed, so owners superseded before it can go (on the reclaimer: a Job of
+// kind retire).
+struct RetireJob final : Job {
+  RetireJob(std::shared_ptr<ExecOwners> o, std::uint64_t c) noexcept
+      : Job(Kind::retire), owners(std::move(o)), completed(c) {}
+  /// The host function queued behind the launch (CUhostFn): only defers the job.
+  static void run(void* self) noexcept { defer(static_cast<RetireJob*>(self)); }
+  std::shared_ptr<ExecOwners> owners;
+  std::uint64_t completed;
 };
+using Marker = RetireJob;  // the name the launch paths use
+
+void run_retire_job(Job& j) noexcept {
+  auto& job = static_cast<RetireJob&>(j);
+  release_retired(job.owners, job.completed);
+  delete &job;
+}
+
+namespace {
 
 UpdateResult::Reason reason_of(CUgraphExecUpdateResult r) {
   switch (r) {
@@ -265,7 +294,7 @@ void check_stream(const Stream& s, std::string_view call) {
 
 void release_retired_later(const std::shared_ptr<ExecOwners>& owners, std::uint64_t completed) noexcept {
   try {
-    Reclaimer::instance().push(new Marker(owners, completed));
+    defer(new RetireJob(owners, completed));
   } catch (...) {
     report_error("queueing the release of superseded executable owners", "out of memory (released later)");
   }
@@ -470,7 +499,7 @@ UpdateResult GraphExec::update(const Graph& graph) {
       return result;
     }
   }
-  detail::release_on_reclaimer(std::move(dead));
+  detail::defer(std::move(dead));
   return {};
 }
 
@@ -554,7 +583,7 @@ void GraphExec::node_update(const detail::NodeRef& n, const char* node_what,
     slot.owners = std::move(owners);
     slot.installed_at = o.launches;
   }
-  detail::release_on_reclaimer(std::move(dead));
+  detail::defer(std::move(dead));
 }
 
 void GraphExec::update(const Node<ChildNode>& node, const Graph& graph) {
@@ -647,10 +676,8 @@ struct Sentinel {
 }  // namespace
 
 bool wait_released(const Context& ctx, std::chrono::milliseconds timeout) {
-  detail::check_calls_allowed("tether::wait_released");
-  if (detail::on_reclaimer_thread())
-    throw UsageError("tether::wait_released cannot be called on tether's reclaimer (an owner's destructor): it "
-                     "would wait for itself");
+  if (detail::Verdict v = detail::verdict(detail::Act::wait_for_reclaimer); v != detail::Verdict::go)
+    detail::refuse(v, "tether::wait_released");
   using namespace detail;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   const DriverTable& drv = table_of(ctx.runtime());

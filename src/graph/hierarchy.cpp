@@ -192,6 +192,23 @@ std::mutex& graph_destroy_mutex() noexcept {
   return mu;
 }
 
+// A graph's destruction the driver refused where the graph died (a Job of kind destroy_graph).
+struct GraphDestroyJob final : Job {
+  GraphDestroyJob(const DriverTable* t, CUgraph g) noexcept : Job(Kind::destroy_graph), drv(t), root(g) {}
+  const DriverTable* drv;
+  CUgraph root;
+};
+
+void run_graph_destroy_job(Job& j) noexcept {
+  auto& job = static_cast<GraphDestroyJob&>(j);
+  {
+    std::lock_guard serial(graph_destroy_mutex());
+    CUresult r = raw<Entry::cuGraphDestroy>(*job.drv, job.root);
+    if (r != CUDA_SUCCESS) report_failure(*job.drv, Entry::cuGraphDestroy, r, "destroying a graph on the reclaimer");
+  }
+  delete &job;
+}
+
 Hierarchy::~Hierarchy() {
   g_live_hierarchies.fetch_sub(1, std::memory_order_relaxed);
   for (Box& b : boxes)
@@ -207,11 +224,7 @@ Hierarchy::~Hierarchy() {
     r = raw<Entry::cuGraphDestroy>(*d, root);
   }
   if (r == CUDA_ERROR_NOT_PERMITTED)
-    run_on_reclaimer([d, root] {
-      std::lock_guard serial(graph_destroy_mutex());
-      CUresult rr = raw<Entry::cuGraphDestroy>(*d, root);
-      if (rr != CUDA_SUCCESS) report_error("destroying a graph on the reclaimer", result_name(rr));
-    });
+    defer_new<GraphDestroyJob>("deferring a graph's destruction to the reclaimer (it is leaked)", d, root);
   else if (r != CUDA_SUCCESS)
     report_error("destroying a graph", std::string(result_name(r)) + " (its owners are leaked)");
 }

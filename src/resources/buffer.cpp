@@ -8,23 +8,9 @@
 
 namespace tether::detail {
 
-namespace {
-// Why stream-ordered, on the releasing thread's per-thread stream: cuMemFree waits for every
-// running host callback and makes allocations on other threads wait behind it, so an application
-// whose host node waits for a thread that allocates would deadlock on a release tether chose to
-// make; cuMemFreeAsync returns at once while a callback runs, nothing waits behind it, and it
-// returns the memory to the device once that stream reaches it (release_probe A4, B2, C1, E1;
-// H200). The stream holds nothing else, and the release runs only after CUDA released the last
-// consumer of the memory, so nothing needs to be ordered before it. The per-thread stream needs
-// no creation or destruction; the release runs on the reclaimer (RELAXED capture mode: D1, D2).
-CUresult free_device_async(const DriverTable& t, std::uintptr_t bits) {
-  return raw<Entry::cuMemFreeAsync>(t, static_cast<CUdeviceptr>(bits), CU_STREAM_PER_THREAD);
-}
-}  // namespace
-
 void FreeDevice::operator()(CUdeviceptr p) const noexcept {
   if (pooled) return release_pooled(owner, pooled.release());  // stream-ordered: mem_pool.cpp
-  release_owned(owner, Entry::cuMemFreeAsync, &free_device_async, handle_bits(p), "freeing device memory");
+  release_with<Entry::cuMemFreeAsync>(owner, p, "freeing device memory");  // stream-ordered: context.cpp
 }
 
 void FreeHost::operator()(void* p) const noexcept {

@@ -10,80 +10,56 @@
 
 namespace tether::detail {
 
-void report_failure(const DriverTable& t, Entry entry, CUresult r, const char* what) noexcept {
-  try {
-    throw_call_error(t, entry, r, what);
-  } catch (const std::exception& e) {
-    report_error(what, e.what());
-  } catch (...) {
-    report_error(what, "unknown error");
-  }
-}
-
 namespace {
 
 // Why these: each waits for every running host callback (cuMemFree: ctx_block_probe 4f;
 // cuMemFreeHost and cuModuleUnload: release_probe A10, A12), and while cuMemFree or cuMemFreeHost
 // waits, a cuMemAlloc or cuMemAllocHost on any other thread waits behind it (release_probe B3, B5,
 // B6; block_probe "free"; H200, 2026-12-02). An application thread whose own host node waits for
-// it must never end up in one of them, so they run on the reclaimer only, and there only while no
-// tether host work is queued or running (try_blocking_release_gate). Device memory is no longer
-// among them: tether frees it with cuMemFreeAsync (free_device_memory), which returns at once
-// while a callback runs and which nothing waits behind (A4, B2, C1).
+// it must never end up in one of them, so they run on the reclaimer only, and there only while the
+// host is idle (Verdict::go_when_host_idle). Device memory is no longer among them: tether frees it
+// with cuMemFreeAsync (call_release), which returns at once while a callback runs and which nothing
+// waits behind (A4, B2, C1).
 constexpr bool blocks_while_callbacks_run(Entry e) noexcept {
   return e == Entry::cuMemFree || e == Entry::cuMemFreeHost || e == Entry::cuModuleUnload;
 }
 // Releases that must run on the reclaimer even though they do not block: cuMemFreeAsync from a
 // thread in GLOBAL capture mode invalidates another thread's GLOBAL capture (release_probe D1); the
 // reclaimer runs in RELAXED mode (D2).
-constexpr bool reclaimer_only(Entry e) noexcept { return blocks_while_callbacks_run(e) || e == Entry::cuMemFreeAsync; }
-
-// One deferred release: one allocation, no std::function.
-class DeferredRelease final : public Reclaimable {
- public:
-  DeferredRelease(const DriverTable* t, CUcontext ctx, ContextPtr keep, Entry entry, ReleaseCall call,
-                  std::uintptr_t bits, const char* what) noexcept
-      : t_(t), ctx_(ctx), keep_(std::move(keep)), entry_(entry), call_(call), bits_(bits), what_(what) {}
-  void reclaim() noexcept override;
-
- private:
-  const DriverTable* t_;
-  CUcontext ctx_;
-  ContextPtr keep_;
-  Entry entry_;
-  ReleaseCall call_;
-  std::uintptr_t bits_;
-  const char* what_;
-};
-
-void release_core(const DriverTable* t, CUcontext ctx, ContextPtr keep, Entry entry, ReleaseCall call,
-                  std::uintptr_t bits, const char* what, bool may_defer) noexcept;
-
-void defer_release(const DriverTable* t, CUcontext ctx, ContextPtr keep, Entry entry, ReleaseCall call,
-                   std::uintptr_t bits, const char* what) noexcept {
-  Reclaimer& r = Reclaimer::instance();
-  try {
-    r.ensure_started();
-    r.push(new DeferredRelease(t, ctx, std::move(keep), entry, call, bits, what));
-  } catch (...) {
-    report_current_exception("deferring a release to the reclaimer (the resource is leaked)");
-  }
+constexpr Act act_of(Entry e) noexcept {
+  if (blocks_while_callbacks_run(e)) return Act::release_blocking;
+  return e == Entry::cuMemFreeAsync ? Act::release_reclaimer_only : Act::release;
 }
 
-void DeferredRelease::reclaim() noexcept {
-  Reclaimer& r = Reclaimer::instance();
-  // An application thread draining (tether::reclaim()) hands a release that can block (or that
-  // would invalidate other threads' captures in its capture mode) to the reclaimer's own thread
-  // instead of making it: its own host node may be what the release waits for.
-  if (reclaimer_only(entry_) && !on_reclaimer_thread() && !r.thread_gone()) return r.push_to_thread(this);
-  if (blocks_while_callbacks_run(entry_) && on_reclaimer_thread() && !r.stopping()) {
-    std::unique_lock gate = try_blocking_release_gate();
-    if (!gate.owns_lock()) return r.park(this);  // retried when no tether host work is in flight
-    release_core(t_, ctx_, std::move(keep_), entry_, call_, bits_, what_, false);
-  } else {
-    release_core(t_, ctx_, std::move(keep_), entry_, call_, bits_, what_, false);
-  }
-  delete this;
+// The one driver call per handle type.
+CUresult call_release(const DriverTable& t, const ReleaseHandle& h) noexcept {
+  struct Call {
+    const DriverTable& t;
+    // Why stream-ordered, on the releasing thread's per-thread stream: cuMemFree waits for every
+    // running host callback and makes allocations on other threads wait behind it, so an
+    // application whose host node waits for a thread that allocates would deadlock on a release
+    // tether chose to make; cuMemFreeAsync returns at once while a callback runs, nothing waits
+    // behind it, and it returns the memory to the device once that stream reaches it
+    // (release_probe A4, B2, C1, E1; H200). The stream holds nothing else, and the release runs only
+    // after CUDA released the last consumer of the memory, so nothing needs to be ordered before
+    // it. The per-thread stream needs no creation or destruction; the release runs on the
+    // reclaimer (RELAXED capture mode: D1, D2).
+    CUresult operator()(CUdeviceptr p) const { return raw<Entry::cuMemFreeAsync>(t, p, CU_STREAM_PER_THREAD); }
+    CUresult operator()(PooledFree* f) const { return pooled_free_call(t, f); }
+    CUresult operator()(void* p) const { return raw<Entry::cuMemFreeHost>(t, p); }
+    CUresult operator()(CUstream s) const { return raw<Entry::cuStreamDestroy>(t, s); }
+    CUresult operator()(CUevent e) const { return raw<Entry::cuEventDestroy>(t, e); }
+    CUresult operator()(CUmodule m) const { return raw<Entry::cuModuleUnload>(t, m); }
+    CUresult operator()(CUmemoryPool p) const { return raw<Entry::cuMemPoolDestroy>(t, p); }
+    CUresult operator()(CUdevice d) const { return raw<Entry::cuDevicePrimaryCtxRelease>(t, d); }
+  };
+  return std::visit(Call{t}, h);
+}
+
+void defer_release(const DriverTable* t, CUcontext ctx, ContextPtr keep, const ReleaseHandle& h,
+                   const char* what) noexcept {
+  defer_new<ReleaseJob>("deferring a release to the reclaimer (the resource is leaked)", t, ctx, std::move(keep), h,
+                        what);
 }
 
 // Makes `ctx` current for a release without throwing. On the reclaimer (a thread tether owns) the
@@ -103,34 +79,29 @@ CUresult enter_context(const DriverTable& t, CUcontext ctx, bool& pop) noexcept 
 
 // The release rule, written once. `ctx` null means the call needs no context (the primary context
 // release). `keep` holds the owning context's state while a deferred release waits, so the
-// primary context is still retained when the release finally runs. `may_defer` is false on the
-// reclaimer's attempt: a refusal there would loop forever, so it is reported instead.
-void release_core(const DriverTable* t, CUcontext ctx, ContextPtr keep, Entry entry, ReleaseCall call,
-                  std::uintptr_t bits, const char* what, bool may_defer) noexcept {
-  // Why check before any call: inside a host callback or user-object destructor even
+// primary context is still retained when the release finally runs. `v` is the verdict for this
+// release on this thread; `as_job` is true on the reclaimer's attempt (a job being run): a refusal
+// there would loop forever, so it is reported instead of deferred again.
+void release_core(const DriverTable* t, CUcontext ctx, ContextPtr keep, const ReleaseHandle& h, const char* what,
+                  Verdict v, bool as_job) noexcept {
+  // Why the verdict comes before any call: inside a host callback or user-object destructor even
   // cuCtxGetCurrent is refused (and the simulator records the attempt as a violation).
-  const bool blocking = blocks_while_callbacks_run(entry);
-  // Why a blocking release found on the reclaimer is deferred too: it may go only while no tether
-  // host work is in flight, and only a queued release can wait for that (parked) without holding
-  // up the rest of the queue.
-  if (may_defer && (cuda_forbidden_here() || (reclaimer_only(entry) && !on_reclaimer_thread()) ||
-                    (blocking && on_reclaimer_thread() && !Reclaimer::instance().stopping())))
-    return defer_release(t, ctx, std::move(keep), entry, call, bits, what);
-  if (forked_child()) return;  // the driver is unusable in a forked child: leaked on purpose
+  if (v == Verdict::defer) return defer_release(t, ctx, std::move(keep), h, what);
+  if (v == Verdict::leak) return;  // the driver is unusable in a forked child: leaked on purpose
+  const Entry entry = release_entry(h);
   if (draining_here()) relax_capture_mode(*t);  // never an application thread's own mode
   bool pop = false;
   if (ctx) {
     CUresult entered = enter_context(*t, ctx, pop);
-    if (entered == CUDA_ERROR_NOT_PERMITTED && may_defer)
-      return defer_release(t, ctx, std::move(keep), entry, call, bits, what);
+    if (entered == CUDA_ERROR_NOT_PERMITTED && !as_job) return defer_release(t, ctx, std::move(keep), h, what);
     if (entered != CUDA_SUCCESS) return report_failure(*t, Entry::cuCtxSetCurrent, entered, what);
   }
   CUresult r = CUDA_SUCCESS;
-  if (blocking) {
-    BlockingReleaseScope releasing;
-    r = call(*t, bits);
+  if (blocks_while_callbacks_run(entry)) {
+    Reclaimer::BlockingRelease releasing;
+    r = call_release(*t, h);
   } else {
-    r = call(*t, bits);
+    r = call_release(*t, h);
   }
   if (pop) {
     CUcontext popped = nullptr;
@@ -138,13 +109,8 @@ void release_core(const DriverTable* t, CUcontext ctx, ContextPtr keep, Entry en
     if (p != CUDA_SUCCESS) report_failure(*t, Entry::cuCtxPopCurrent, p, what);
   }
   if (r == CUDA_SUCCESS) return;
-  if (r == CUDA_ERROR_NOT_PERMITTED && may_defer)
-    return defer_release(t, ctx, std::move(keep), entry, call, bits, what);
+  if (r == CUDA_ERROR_NOT_PERMITTED && !as_job) return defer_release(t, ctx, std::move(keep), h, what);
   report_failure(*t, entry, r, what);
-}
-
-CUresult release_primary_call(const DriverTable& t, std::uintptr_t device) {
-  return raw<Entry::cuDevicePrimaryCtxRelease>(t, static_cast<CUdevice>(device));
 }
 
 // Tables whose capture mode this thread switched to RELAXED, with the mode to restore.
@@ -198,15 +164,34 @@ void restore_capture_modes() noexcept {
   }
 }
 
-void release_owned(const ContextPtr& owner, Entry entry, ReleaseCall call, std::uintptr_t bits,
-                   const char* what) noexcept {
-  release_core(owner->table, owner->context, owner, entry, call, bits, what, true);
+Entry release_entry(const ReleaseHandle& h) noexcept {
+  return std::visit([](auto x) { return release_entry<decltype(x)>(); }, h);
+}
+
+void release_owned(const ContextPtr& owner, ReleaseHandle h, const char* what) noexcept {
+  release_core(owner->table, owner->context, owner, h, what, verdict(act_of(release_entry(h))), false);
+}
+
+JobOutcome run_release_job(Job& job) noexcept {
+  auto& j = static_cast<ReleaseJob&>(job);
+  const Verdict v = verdict(act_of(release_entry(j.handle)), true);
+  if (v == Verdict::hand_over) return JobOutcome::hand_over;
+  if (v == Verdict::go_when_host_idle) {
+    // Held for the call: no tether host work can be queued while the release runs.
+    std::unique_lock gate = Reclaimer::instance().try_host_idle_gate();
+    if (!gate.owns_lock()) return JobOutcome::wait_host_idle;
+    release_core(j.table, j.ctx, std::move(j.keep), j.handle, j.what, Verdict::go, true);
+  } else {
+    release_core(j.table, j.ctx, std::move(j.keep), j.handle, j.what, v, true);
+  }
+  delete &j;
+  return JobOutcome::done;
 }
 
 ContextState::~ContextState() {
   if (!context) return;
-  release_core(table, nullptr, nullptr, Entry::cuDevicePrimaryCtxRelease, &release_primary_call,
-               static_cast<std::uintptr_t>(device), "releasing a device's primary context", true);
+  const ReleaseHandle h(std::in_place_type<CUdevice>, device);
+  release_core(table, nullptr, nullptr, h, "releasing a device's primary context", verdict(Act::release), false);
 }
 
 ScopedContext::ScopedContext(const DriverTable& table, CUcontext ctx) : table_(nullptr) {

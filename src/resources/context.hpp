@@ -84,10 +84,6 @@ void relax_capture_mode(const DriverTable& table) noexcept;
 /// thread that is not the reclaimer's).
 void restore_capture_modes() noexcept;
 
-/// Reports a failed driver call that cannot be thrown (a release, a destructor) through the error
-/// hook, with the message a throwing call would give.
-void report_failure(const DriverTable& t, Entry entry, CUresult r, const char* what) noexcept;
-
 /// Runs a scope in CU_STREAM_CAPTURE_MODE_RELAXED on the calling thread and restores the thread's
 /// previous mode at its end (cuThreadExchangeStreamCaptureMode, twice). Why: tether's own
 /// potentially unsafe calls (instantiate, synchronous allocation, waits for other streams and
@@ -108,55 +104,77 @@ class RelaxedScope {
 // ------------------------------------------------------------------------------ the release rule
 //
 // Every deleter that calls the driver goes through release_with (and the primary context's own
-// release through the same code in context.cpp):
+// release through the same code in context.cpp); what it may do on the calling thread is the
+// reclaimer's verdict (attach/reclaimer.hpp), asked once:
 // - releases that can block while a host callback runs (cuMemFree, cuMemFreeHost, cuModuleUnload:
 //   they wait for every running callback, and a cuMemAlloc on any thread waits behind them) run
-//   only on the reclaimer, never on the caller's thread; the reclaimer makes one only while no
-//   tether host work is queued or running (try_blocking_release_gate; otherwise it is parked), and
-//   in RELAXED capture mode (a synchronous free in GLOBAL mode would invalidate other threads'
+//   only on the reclaimer, never on the caller's thread; the reclaimer makes one only while the
+//   host is idle (no tether host work queued or running; otherwise the job waits in its backlog),
+//   and in RELAXED capture mode (a synchronous free in GLOBAL mode would invalidate other threads'
 //   stream captures); device memory's cuMemFreeAsync does not block but runs on the reclaimer too,
 //   for the capture mode;
-// - where CUDA calls are forbidden (detail::ForbidCuda: host callbacks, user-object destructors),
-//   or when the driver answers CUDA_ERROR_NOT_PERMITTED, the release is handed to the reclaimer
-//   too (carrying the table, the context, the handle and the context's state, so that the primary
-//   context outlives the deferred release);
+// - where CUDA calls are forbidden (a host callback or a user-object destructor: ThreadRole), or
+//   when the driver answers CUDA_ERROR_NOT_PERMITTED, the release is deferred as a ReleaseJob
+//   (carrying the table, the context, the typed handle and the context's state, so that the
+//   primary context outlives the deferred release);
 // - otherwise the call runs here with the owning context current, and any failure is reported
 //   through the error hook (destructors never throw).
 
-// A release entry point, type-erased so that the rule is compiled once: the handle travels as
-// its bits (every driver handle is a pointer or a CUdeviceptr).
-using ReleaseCall = CUresult (*)(const DriverTable&, std::uintptr_t handle);
+struct PooledFree;
 
+/// A handle a release frees, typed; its type chooses the driver call (release_entry):
+/// CUdeviceptr cuMemFreeAsync on the per-thread stream, PooledFree* cuMemFreeAsync on the pool's
+/// free stream, void* (pinned memory) cuMemFreeHost, CUstream cuStreamDestroy, CUevent
+/// cuEventDestroy, CUmodule cuModuleUnload, CUmemoryPool cuMemPoolDestroy, CUdevice
+/// cuDevicePrimaryCtxRelease.
+using ReleaseHandle = std::variant<CUdeviceptr, PooledFree*, void*, CUstream, CUevent, CUmodule, CUmemoryPool, CUdevice>;
+
+/// The driver entry point that releases a handle of type `H`.
 template <class H>
-std::uintptr_t handle_bits(H h) noexcept {
-  if constexpr (std::is_pointer_v<H>)
-    return reinterpret_cast<std::uintptr_t>(h);
-  else
-    return static_cast<std::uintptr_t>(h);
+constexpr Entry release_entry() noexcept {
+  if constexpr (std::is_same_v<H, CUdeviceptr> || std::is_same_v<H, PooledFree*>)
+    return Entry::cuMemFreeAsync;
+  else if constexpr (std::is_same_v<H, void*>)
+    return Entry::cuMemFreeHost;
+  else if constexpr (std::is_same_v<H, CUstream>)
+    return Entry::cuStreamDestroy;
+  else if constexpr (std::is_same_v<H, CUevent>)
+    return Entry::cuEventDestroy;
+  else if constexpr (std::is_same_v<H, CUmodule>)
+    return Entry::cuModuleUnload;
+  else if constexpr (std::is_same_v<H, CUmemoryPool>)
+    return Entry::cuMemPoolDestroy;
+  else {
+    static_assert(std::is_same_v<H, CUdevice>, "release_entry: not a handle tether releases");
+    return Entry::cuDevicePrimaryCtxRelease;
+  }
 }
+/// The entry point that releases `h`.
+Entry release_entry(const ReleaseHandle& h) noexcept;
 
-template <class H>
-H handle_from_bits(std::uintptr_t bits) noexcept {
-  if constexpr (std::is_pointer_v<H>)
-    return reinterpret_cast<H>(bits);
-  else
-    return static_cast<H>(bits);
-}
+/// Frees a pool buffer in stream order (mem_pool.cpp): the call a PooledFree* handle releases with.
+CUresult pooled_free_call(const DriverTable& t, PooledFree* f) noexcept;
 
-template <Entry E, class H>
-CUresult release_call(const DriverTable& t, std::uintptr_t bits) {
-  return raw<E>(t, handle_from_bits<H>(bits));
-}
+/// A deferred release (a Job of kind `release`): what release_owned could not do on its thread.
+struct ReleaseJob final : Job {
+  ReleaseJob(const DriverTable* t, CUcontext c, ContextPtr k, ReleaseHandle h, const char* w) noexcept
+      : Job(Kind::release), table(t), ctx(c), keep(std::move(k)), handle(h), what(w) {}
+  const DriverTable* table;
+  CUcontext ctx;       // null: the call needs no context (the primary context's release)
+  ContextPtr keep;     // keeps the primary context retained until the release has run
+  ReleaseHandle handle;
+  const char* what;
+};
 
-/// Releases `bits` with `call` (entry `entry`) with `owner`'s context pushed, under the release
-/// rule. `what` says what is being released ("destroying a stream") and must be a literal.
-void release_owned(const ContextPtr& owner, Entry entry, ReleaseCall call, std::uintptr_t bits,
-                   const char* what) noexcept;
+/// Releases `h` with `owner`'s context current, under the release rule. `what` says what is being
+/// released ("destroying a stream") and must be a literal.
+void release_owned(const ContextPtr& owner, ReleaseHandle h, const char* what) noexcept;
 
 /// Releases handle `h` with driver entry `E` under the release rule (see above).
 template <Entry E, class H>
 void release_with(const ContextPtr& owner, H h, const char* what) noexcept {
-  release_owned(owner, E, &release_call<E, H>, handle_bits(h), what);
+  static_assert(release_entry<H>() == E, "release_with: this handle type is released with another entry point");
+  release_owned(owner, ReleaseHandle(std::in_place_type<H>, h), what);
 }
 
 /// Throws UsageError saying that `what` (a type, possibly with the call) was used while empty.

@@ -84,19 +84,17 @@ struct PooledFree {
 
 void DropPooledFree::operator()(PooledFree* f) const noexcept { delete f; }
 
-namespace {
-
-// The release call: `bits` is the PooledFree. Why it deletes the record itself: the release rule
-// carries one handle; the record is deleted once the free is issued or failed for good, and kept
-// for the deferred retry when the driver answers NOT_PERMITTED (release_core then defers).
-// Where release_core gives up before calling (a forked child, no context), the record is leaked
-// with the memory.
-CUresult pooled_free_call(const DriverTable& t, std::uintptr_t bits) {
-  auto* f = handle_from_bits<PooledFree*>(bits);
+// Why it deletes the record itself: the release rule carries one handle; the record is deleted
+// once the free is issued or failed for good, and kept for the deferred retry when the driver
+// answers NOT_PERMITTED (the release is then deferred). Where the release rule gives up before
+// calling (a forked child, no context), the record is leaked with the memory.
+CUresult pooled_free_call(const DriverTable& t, PooledFree* f) noexcept {
   CUresult r = raw<Entry::cuMemFreeAsync>(t, f->address, f->frees->stream);
   if (r != CUDA_ERROR_NOT_PERMITTED) delete f;  // may destroy the stream and pool (release rule)
   return r;
 }
+
+namespace {
 
 const char* source_name(const MemPool* pool) noexcept {
   return pool && !pool->is_device_default() ? "a memory pool" : "the device's default pool";
@@ -105,8 +103,7 @@ const char* source_name(const MemPool* pool) noexcept {
 }  // namespace
 
 void release_pooled(const ContextPtr& owner, PooledFree* f) noexcept {
-  release_owned(owner, Entry::cuMemFreeAsync, &pooled_free_call, handle_bits(f),
-                "freeing pool memory in stream order");
+  release_with<Entry::cuMemFreeAsync>(owner, f, "freeing pool memory in stream order");
 }
 
 DeviceMemory stream_alloc(const Stream& s, const MemPool* pool, std::size_t count, std::size_t elem_size,

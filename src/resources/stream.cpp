@@ -11,7 +11,7 @@ namespace detail {
 namespace {
 
 // Runs on the driver's callback thread: no CUDA call, no release there, only a hand-over.
-void burst_passed(void* head) noexcept { Reclaimer::instance().push(static_cast<NodeAttachment*>(head)); }
+void burst_passed(void* head) noexcept { defer(static_cast<Job*>(static_cast<NodeAttachment*>(head))); }
 
 bool stream_capturing(const DriverTable& t, CUstream s) noexcept {
   CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
@@ -23,7 +23,7 @@ bool stream_capturing(const DriverTable& t, CUstream s) noexcept {
 void flush_the_hard_way(const DriverTable& t, CUstream s, StreamBurst& b, CUresult why) noexcept {
   if (b.owners.empty()) return;
   if (!stream_capturing(t, s) && raw<Entry::cuStreamSynchronize>(t, s) == CUDA_SUCCESS) {
-    release_on_reclaimer(std::move(b.owners));
+    defer(std::move(b.owners));
     return;
   }
   report_error("handing a stream's owners to a marker", fmt::format("cuLaunchHostFunc failed with {}, and the stream "
@@ -75,20 +75,36 @@ void flush_before_destroy(const DriverTable& t, CUstream s, StreamBurst& b) noex
 }
 }  // namespace
 
+// A stream dropped where CUDA calls are refused, with owners in its burst (a Job of kind
+// destroy_stream): its last marker, then its destroy.
+struct StreamDestroyJob final : Job {
+  StreamDestroyJob(ContextPtr o, CUstream s, std::shared_ptr<StreamBurst> b) noexcept
+      : Job(Kind::destroy_stream), owner(std::move(o)), stream(s), burst(std::move(b)) {}
+  ContextPtr owner;
+  CUstream stream;
+  std::shared_ptr<StreamBurst> burst;
+};
+
+void run_stream_destroy_job(Job& j) noexcept {
+  auto& job = static_cast<StreamDestroyJob&>(j);
+  try {
+    {
+      ScopedContext scope(*job.owner);
+      flush_before_destroy(*job.owner->table, job.stream, *job.burst);
+    }
+    release_with<Entry::cuStreamDestroy>(job.owner, job.stream, "destroying a stream");
+  } catch (...) {
+    report_current_exception("destroying a stream on the reclaimer (it is leaked)");
+  }
+  delete &job;
+}
+
 void DestroyStream::operator()(CUstream s) const noexcept {
   if (burst && !burst->owners.empty()) {
     if (cuda_forbidden_here()) {
       // Inside a host callback or a user-object destructor: the marker and the destroy both go
       // to the reclaimer, in that order.
-      std::shared_ptr<StreamBurst> b = burst;
-      ContextPtr o = owner;
-      run_on_reclaimer([o, s, b] {
-        {
-          ScopedContext scope(*o);
-          flush_before_destroy(*o->table, s, *b);
-        }
-        release_with<Entry::cuStreamDestroy>(o, s, "destroying a stream");
-      });
+      defer_new<StreamDestroyJob>("deferring a stream's destruction to the reclaimer (it is leaked)", owner, s, burst);
       return;
     }
     try {
@@ -164,7 +180,7 @@ void Stream::synchronize() const {
     }
     detail::throw_call_error(*s.table, detail::Entry::cuStreamSynchronize, r, "synchronizing a stream");
   }
-  detail::release_on_reclaimer(std::move(passed));
+  detail::defer(std::move(passed));
 }
 
 bool Stream::query() const {

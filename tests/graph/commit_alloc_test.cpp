@@ -25,10 +25,12 @@ namespace {
 thread_local bool t_counting = false;
 thread_local int t_in_driver = 0;
 thread_local bool t_in_destructor = false;
+thread_local bool t_failing = false;  // every allocation on this thread fails (bad_alloc)
 std::atomic<std::size_t> g_counted{0};
 
 void* counted_alloc(std::size_t n, std::size_t align) {
   if (t_counting && (t_in_driver == 0 || t_in_destructor)) g_counted.fetch_add(1, std::memory_order_relaxed);
+  if (t_failing) return nullptr;
   if (n == 0) n = 1;
   void* p = align > alignof(std::max_align_t) ? std::aligned_alloc(align, (n + align - 1) / align * align)
                                               : std::malloc(n);
@@ -152,6 +154,69 @@ std::size_t allocations_in(F&& f) {
   t_counting = false;
   t_in_destructor = false;
   return g_counted.load();
+}
+
+// The last report, copied without allocating.
+char g_report[2048];
+std::atomic<std::size_t> g_report_len{0};
+void keep_report(const tether::ErrorReport& r) noexcept {
+  std::size_t n = std::min(r.what.size(), sizeof g_report);
+  std::memcpy(g_report, r.what.data(), n);
+  g_report_len = n;
+}
+
+TEST_CASE("reporting a failed driver call formats its message without allocating, even when allocation fails") {
+  // A copy of the table without the simulator's explanation (the one part that allocates, and is
+  // left out when it cannot).
+  static td::DriverTable quiet = table();
+  quiet.explain = nullptr;
+  struct Case {
+    Entry entry;
+    CUresult result;
+    const char* what;
+  };
+  const Case cases[] = {
+      {Entry::cuMemFreeHost, CUDA_ERROR_INVALID_VALUE, "freeing pinned host memory"},
+      {Entry::cuGraphReleaseUserObject, CUDA_ERROR_NOT_PERMITTED, "releasing the previous version of a node"},
+      {Entry::cuStreamDestroy, CUDA_ERROR_INVALID_HANDLE, "destroying a stream"},
+  };
+  tether::ErrorHook previous = tether::set_error_hook(&keep_report);
+  for (const Case& c : cases) {
+    CAPTURE(c.what);
+    std::string expected;
+    try {
+      td::throw_call_error(quiet, c.entry, c.result, c.what);
+    } catch (const tether::DriverError& e) {
+      expected = e.what();
+    }
+    REQUIRE(!expected.empty());
+    for (bool failing : {false, true}) {
+      CAPTURE(failing);
+      g_report_len = 0;
+      std::size_t n = allocations_in([&] {
+        t_failing = failing;
+        td::report_failure(quiet, c.entry, c.result, c.what);
+        t_failing = false;
+      });
+      CHECK(n == 0);
+      CHECK(std::string_view(g_report, g_report_len.load()) == expected);
+    }
+    // On the simulator's own table its explanation may allocate; when that fails, the report goes
+    // without it, and nothing throws.
+    g_report_len = 0;
+    t_failing = true;
+    td::report_failure(table(), c.entry, c.result, c.what);
+    t_failing = false;
+    CHECK(std::string_view(g_report, g_report_len.load()).starts_with(expected.substr(0, expected.find(" while "))));
+  }
+  // A message longer than the buffer is cut, and says so.
+  char small[40];
+  std::string_view cut = td::format_call_error(small, quiet, Entry::cuStreamDestroy, CUDA_ERROR_INVALID_HANDLE,
+                                               "destroying a stream");
+  CHECK(cut.size() == sizeof small);
+  CHECK(cut.starts_with("cuStreamDestroy failed with CUDA_ERR"));
+  CHECK(cut.ends_with("..."));
+  tether::set_error_hook(previous);
 }
 
 TEST_CASE("invariant 4: the allocation counter of this executable counts allocations") {

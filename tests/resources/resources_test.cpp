@@ -842,12 +842,12 @@ struct Dropped {
   bool forbid = true;
 };
 
-std::atomic<int> g_dropped_forbidden{0};  // callbacks that dropped their resources under ForbidCuda
+std::atomic<int> g_dropped_forbidden{0};  // callbacks that dropped their resources in the host_callback role
 
 void drop_in_callback(void* data) {
   auto* d = static_cast<Dropped*>(data);
   if (d->forbid) {
-    tether::detail::ForbidCuda forbid;  // what tether's own host callbacks do
+    tether::detail::ThreadRoleScope role(tether::detail::ThreadRole::host_callback);  // what tether's own host callbacks do
     if (tether::detail::cuda_forbidden_here()) g_dropped_forbidden.fetch_add(1);
     delete d;
   } else {

@@ -74,29 +74,6 @@ class Arena {
 template <class T>
 inline constexpr bool dependent_false = false;
 
-/// A spec's owners until they reach a version: if the spec is dropped unused, or the operation
-/// fails first, they are released on the reclaimer (never on the caller's thread, like every other
-/// owner). Movable with its spec.
-class PendingOwners {
- public:
-  PendingOwners() = default;
-  PendingOwners(PendingOwners&& other) noexcept : owners(std::move(other.owners)) {}
-  PendingOwners& operator=(PendingOwners&& other) noexcept {
-    if (this != &other) {
-      drop();
-      owners = std::move(other.owners);
-    }
-    return *this;
-  }
-  ~PendingOwners() { drop(); }
-  Owners owners;
-
- private:
-  void drop() noexcept {
-    if (!owners.empty()) release_on_reclaimer(std::move(owners));
-  }
-};
-
 /// The call a spec's checks name in their messages ("Edit::memset: ..."): the public factories
 /// pass their own name, the one-line spellings (`e.memset(...)`) theirs.
 struct What {
@@ -167,12 +144,15 @@ class SpecCore {
  protected:
   friend struct SpecAccess;
   explicit SpecCore(CUgraphNodeType type) noexcept { params_.type = type; }
-  SpecCore(SpecCore&& other) noexcept
-      : params_(other.params_), owners_(std::move(other.owners_)), live_(std::exchange(other.live_, false)) {}
+  // The guard stays with each object; only its bundle moves.
+  SpecCore(SpecCore&& other) noexcept : params_(other.params_), live_(std::exchange(other.live_, false)) {
+    owners_.owners = std::move(other.owners_.owners);
+  }
   SpecCore& operator=(SpecCore&& other) noexcept {
     if (this != &other) {
       params_ = other.params_;
-      owners_ = std::move(other.owners_);
+      if (!owners_.owners.empty()) defer(std::move(owners_.owners));  // on the reclaimer, as every owner
+      owners_.owners = std::move(other.owners_.owners);
       live_ = std::exchange(other.live_, false);
     }
     return *this;
@@ -185,7 +165,7 @@ class SpecCore {
   [[noreturn]] static void throw_empty_spec(std::string_view what);
 
   CUgraphNodeParams params_{};
-  PendingOwners owners_;
+  ReleaseIfUnused owners_;
   bool live_ = true;
 };
 
@@ -203,7 +183,7 @@ class DescBase {
  protected:
   explicit DescBase(CUgraphNodeType type) noexcept { params_.type = type; }
   CUgraphNodeParams params_{};
-  PendingOwners owners_;
+  ReleaseIfUnused owners_;  // a descriptor's owners until they reach a version (attachment.hpp)
 };
 
 /// The consumers' access to a spec (edits, executables, streams): the kind's hooks, each with a

@@ -14,8 +14,7 @@ template <class F>
 void host_trampoline(void* p) {
   // Host callbacks run on a driver thread where CUDA calls fail: anything the callable drops that
   // needs the driver is deferred to the reclaimer. Exceptions cannot cross the driver.
-  ForbidCuda forbid;
-  CallbackScope running;  // the reclaimer starts no blocking release meanwhile
+  ThreadRoleScope role(ThreadRole::host_callback);  // counted: the reclaimer starts no blocking release meanwhile
   try {
     (*static_cast<F*>(p))();
   } catch (...) {
