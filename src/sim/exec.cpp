@@ -590,10 +590,12 @@ CUresult set_exec_kernel(ExecNode& x, const CUDA_KERNEL_NODE_PARAMS& in) {
   return CUDA_SUCCESS;
 }
 
-// An executable kernel-node update on a thread with no current context crashed the H200's driver
-// (ctx_block_probe 8a); cuGraphExecNodeSetParams of a kernel node is taken to share that path
-// (tests/driver/context_probe.cpp asks the driver). Refused here, and recorded.
-CUresult exec_kernel_needs_ctx(std::string_view entry) {
+}  // namespace
+
+// Every call on a kernel node with no context current on the calling thread crashed the H200's
+// driver: the executable updates (ctx_block_probe 8a; context_probe E1, E3), cuGraphAddNode and
+// cuGraphNodeSetParams (context_probe G1, G2, S1). Refused here, and recorded.
+CUresult kernel_node_needs_ctx(std::string_view entry) {
   if (current_ctx()) return CUDA_SUCCESS;
   record_violation(ViolationKind::no_current_context, entry,
                    fmt::format("{} of a kernel node with no context current on the calling thread (the real driver "
@@ -602,10 +604,12 @@ CUresult exec_kernel_needs_ctx(std::string_view entry) {
   return CUDA_ERROR_INVALID_CONTEXT;
 }
 
+namespace {
+
 CUresult sim_cuGraphExecKernelNodeSetParams(CUgraphExec h, CUgraphNode n, const CUDA_KERNEL_NODE_PARAMS* p) {
   TETHER_SIM_ENTER(cuGraphExecKernelNodeSetParams);
   if (!p) return CUDA_ERROR_INVALID_VALUE;
-  if (CUresult r = exec_kernel_needs_ctx("cuGraphExecKernelNodeSetParams")) return r;
+  if (CUresult r = kernel_node_needs_ctx("cuGraphExecKernelNodeSetParams")) return r;
   return update_node(h, n, CU_GRAPH_NODE_TYPE_KERNEL,
                      [&](ExecNode& x, int, Exec&) { return set_exec_kernel(x, *p); });
 }
@@ -709,7 +713,7 @@ CUresult sim_cuGraphExecNodeSetParams(CUgraphExec h, CUgraphNode n, CUgraphNodeP
   if (!p) return CUDA_ERROR_INVALID_VALUE;
   switch (p->type) {
     case CU_GRAPH_NODE_TYPE_KERNEL: {
-      if (CUresult r = exec_kernel_needs_ctx("cuGraphExecNodeSetParams")) return r;
+      if (CUresult r = kernel_node_needs_ctx("cuGraphExecNodeSetParams")) return r;
       CUDA_KERNEL_NODE_PARAMS k{};
       std::memcpy(&k, &p->kernel, sizeof k);
       return update_node(h, n, p->type, [&](ExecNode& x, int, Exec&) { return set_exec_kernel(x, k); });

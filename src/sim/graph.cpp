@@ -693,6 +693,7 @@ CUresult sim_cuGraphAddNode(CUgraphNode* out, CUgraph h, const CUgraphNode* deps
   constexpr const char* entry = "cuGraphAddNode";
   switch (p->type) {
     case CU_GRAPH_NODE_TYPE_KERNEL: {
+      if (CUresult r = kernel_node_needs_ctx(entry)) return r;
       CUDA_KERNEL_NODE_PARAMS k{};
       std::memcpy(&k, &p->kernel, sizeof k);
       KernelP kp;
@@ -983,6 +984,7 @@ CUresult sim_cuGraphNodeSetParams(CUgraphNode h, CUgraphNodeParams* p) {
     if (p->type != n->type) return fail(CUDA_ERROR_INVALID_VALUE, "the parameters are of another node type");
     switch (p->type) {
       case CU_GRAPH_NODE_TYPE_KERNEL: {
+        if (CUresult r = kernel_node_needs_ctx("cuGraphNodeSetParams")) return r;
         CUDA_KERNEL_NODE_PARAMS k{};
         std::memcpy(&k, &p->kernel, sizeof k);
         KernelP next;

@@ -371,6 +371,9 @@ struct Node {
   std::vector<Node*> dependents;  // outgoing edges
   bool destroyed = false;
   std::uint64_t serial = 0;       // creation order within the graph
+  // Made by a captured stream operation (not by cuGraphAddNode into the capturing graph): only
+  // such nodes make a stream unjoined at the end (H200, "Direct add into a capturing graph").
+  bool stream_captured = false;
 };
 
 struct CondHandle {
@@ -473,6 +476,9 @@ void execute(const ExecGraph& eg, const RunOptions& options);
 // Executes an enqueued kernel launch / copy / set on the calling thread (shared with graphs). A
 // kernel runs at its node's priority when `node_priority`, else at its stream's.
 void run_kernel(const KernelP& k, bool node_priority = false);
+// CUDA_ERROR_INVALID_CONTEXT and a no_current_context violation when no context is current: every
+// call on a kernel node without one crashed the real driver (docs/design/driver-facts.md).
+CUresult kernel_node_needs_ctx(std::string_view entry);
 void run_memcpy(const CUDA_MEMCPY3D& c, std::string_view entry);
 void run_memset(const CUDA_MEMSET_NODE_PARAMS& m, std::string_view entry);
 

@@ -358,6 +358,7 @@ CUresult enqueue(Stream* s, std::string_view entry, CUgraphNodeType type, const 
         return r;
       }
       s->capture_deps = {node_of(n)};
+      s->capture_deps.front()->stream_captured = true;
       return CUDA_SUCCESS;
     }
   }
@@ -816,6 +817,7 @@ CUresult capture_node(Stream* s, CUgraphNodeType type, Params params, std::strin
   CUresult r = add_node(&n, c->graph, deps.data(), deps.size(), type, std::move(params), entry);
   if (r != CUDA_SUCCESS) return r;
   s->capture_deps = {node_of(n)};
+  s->capture_deps.front()->stream_captured = true;
   return CUDA_SUCCESS;
 }
 
@@ -1026,7 +1028,8 @@ CUresult sim_cuStreamBeginCaptureToGraph(CUstream h, CUgraph hg, const CUgraphNo
 
 // capture_facts c2g, c3l: every stream forked into the capture must be joined back into the origin
 // before the end: its dependency set (its last captured work) must be upstream of, or be, the
-// origin's. Nodes added explicitly and never joined do not count (c5e).
+// origin's. Nodes added explicitly and never joined do not count (c5e), nor does a set that only
+// nodes added with cuGraphAddNode make up: the H200 ended such a capture with CUDA_SUCCESS.
 bool unjoined(const Capture* c) {
   std::unordered_set<const Node*> upstream;
   std::vector<const Node*> todo(c->origin->capture_deps.begin(), c->origin->capture_deps.end());
@@ -1038,7 +1041,7 @@ bool unjoined(const Capture* c) {
   for (const Stream* x : c->streams)
     if (x != c->origin)
       for (const Node* d : x->capture_deps)
-        if (!upstream.count(d)) return true;
+        if (d->stream_captured && !upstream.count(d)) return true;
   return false;
 }
 
