@@ -172,6 +172,26 @@ class SpecCore {
 /// Throws DriverError for a failed cuGraphNodeSetParams of an edit update ("updating <noun>").
 [[noreturn]] void throw_update_error(const DriverTable& drv, CUresult r, const char* noun);
 
+/// The `keeping` of every spec (CRTP: it returns the spec itself, so that
+/// `e.add(tether::memset(b, 0.0f).keeping(o))` keeps its type).
+template <class Derived>
+class SpecKeeping : public SpecCore {
+ public:
+  /// Adds `owners` to the version this spec makes. Throws UsageError for an empty spec.
+  Derived&& keeping(Owners&& owners) && {
+    keep(std::move(owners));
+    return static_cast<Derived&&>(*this);
+  }
+  /// Adds `owners` to the version this spec makes. Throws UsageError for an empty spec.
+  Derived& keeping(Owners&& owners) & {
+    keep(std::move(owners));
+    return static_cast<Derived&>(*this);
+  }
+
+ protected:
+  using SpecCore::SpecCore;
+};
+
 /// What the descriptors of the structural kinds hold (allocation, free, child graph and
 /// conditional nodes: made by their own creators, never given as specs): the driver parameters
 /// and the owners of the node's version.

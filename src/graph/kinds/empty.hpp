@@ -11,23 +11,11 @@ TETHER_EXPORT namespace tether {
 /// An empty node's spec (`tether::empty()`): no parameters and no owners of its own (`keeping`
 /// adds some), e.g. to join dependencies. Stream work has no empty operation. Since 0.5.
 template <>
-class Spec<EmptyNode> : public detail::SpecCore {
+class Spec<EmptyNode> : public detail::SpecKeeping<Spec<EmptyNode>> {
  public:
   static constexpr const char* noun = "an empty node";
   static constexpr CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
-  explicit Spec(detail::What) noexcept : SpecCore(CU_GRAPH_NODE_TYPE_EMPTY) {}
-  Spec(Spec&&) noexcept = default;
-  Spec& operator=(Spec&&) noexcept = default;
-  /// Adds `owners` to the version this spec makes. Throws UsageError for an empty spec.
-  Spec&& keeping(Owners&& owners) && {
-    keep(std::move(owners));
-    return std::move(*this);
-  }
-  /// Adds `owners` to the version this spec makes. Throws UsageError for an empty spec.
-  Spec& keeping(Owners&& owners) & {
-    keep(std::move(owners));
-    return *this;
-  }
+  explicit Spec(detail::What) noexcept : SpecKeeping(CU_GRAPH_NODE_TYPE_EMPTY) {}
 };
 
 /// An empty node's spec. Since 0.5.

@@ -32,14 +32,18 @@ struct EventSaved {
 };
 
 /// An event record (`Record`) or event wait node's spec: the event as parameter and owner.
-template <bool Record>
-class EventSpec : public SpecCore {
+template <bool Record, class Derived>
+class EventSpec : public SpecKeeping<Derived> {
+  using Base = SpecKeeping<Derived>;
+  using Base::owners_;
+  using Base::params_;
+
  public:
   static constexpr const char* noun = Record ? "an event record node" : "an event wait node";
   static constexpr CUgraphNodeType type = Record ? CU_GRAPH_NODE_TYPE_EVENT_RECORD : CU_GRAPH_NODE_TYPE_WAIT_EVENT;
   static constexpr const char* to_update = Record ? "the event record node to update" : "the event wait node to update";
   /// An Event is never empty: nothing to check.
-  EventSpec(What, const Event& event) : SpecCore(type) {
+  EventSpec(What, const Event& event) : Base(type) {
     if constexpr (Record)
       params_.eventRecord.event = event.get();
     else
@@ -73,42 +77,18 @@ TETHER_EXPORT namespace tether {
 /// records it with CU_EVENT_RECORD_EXTERNAL inside a capture (a node other work can wait for),
 /// plainly outside one (cuEventRecordWithFlags). Since 0.5.
 template <>
-class Spec<EventRecordNode> : public detail::EventSpec<true> {
+class Spec<EventRecordNode> : public detail::EventSpec<true, Spec<EventRecordNode>> {
  public:
   using EventSpec::EventSpec;
-  Spec(Spec&&) noexcept = default;
-  Spec& operator=(Spec&&) noexcept = default;
-  /// Adds `owners` to the version this spec makes. Throws UsageError for an empty spec.
-  Spec&& keeping(Owners&& owners) && {
-    keep(std::move(owners));
-    return std::move(*this);
-  }
-  /// Adds `owners` to the version this spec makes. Throws UsageError for an empty spec.
-  Spec& keeping(Owners&& owners) & {
-    keep(std::move(owners));
-    return *this;
-  }
 };
 
 /// An event wait node's spec (`tether::wait(event)`): keeps the event alive. Stream work waits with
 /// CU_EVENT_WAIT_EXTERNAL inside a capture (a node, for an event recorded outside the graph),
 /// plainly outside one (cuStreamWaitEvent). Since 0.5.
 template <>
-class Spec<EventWaitNode> : public detail::EventSpec<false> {
+class Spec<EventWaitNode> : public detail::EventSpec<false, Spec<EventWaitNode>> {
  public:
   using EventSpec::EventSpec;
-  Spec(Spec&&) noexcept = default;
-  Spec& operator=(Spec&&) noexcept = default;
-  /// Adds `owners` to the version this spec makes. Throws UsageError for an empty spec.
-  Spec&& keeping(Owners&& owners) && {
-    keep(std::move(owners));
-    return std::move(*this);
-  }
-  /// Adds `owners` to the version this spec makes. Throws UsageError for an empty spec.
-  Spec& keeping(Owners&& owners) & {
-    keep(std::move(owners));
-    return *this;
-  }
 };
 
 /// An event record node's spec for `event`. Since 0.5.

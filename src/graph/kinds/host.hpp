@@ -33,7 +33,7 @@ TETHER_EXPORT namespace tether {
 /// exceptions it throws are reported through the error hook. Stream work issues
 /// cuLaunchHostFunc. Since 0.5.
 template <>
-class Spec<HostNode> : public detail::SpecCore {
+class Spec<HostNode> : public detail::SpecKeeping<Spec<HostNode>> {
  public:
   static constexpr const char* noun = "a host node";
   static constexpr CUgraphNodeType type = CU_GRAPH_NODE_TYPE_HOST;
@@ -41,26 +41,14 @@ class Spec<HostNode> : public detail::SpecCore {
 
   /// What `tether::host` and the one-line spellings build. Throws std::bad_alloc.
   template <class F>
-  Spec(detail::What, F&& fn) : SpecCore(CU_GRAPH_NODE_TYPE_HOST) {
+  Spec(detail::What, F&& fn) : SpecKeeping(CU_GRAPH_NODE_TYPE_HOST) {
     static_assert(std::is_invocable_v<std::remove_cvref_t<F>&>, "host: the callable must be invocable with no arguments");
     static_assert(std::is_move_constructible_v<std::remove_cvref_t<F>>, "host: the callable must be movable");
     auto& stored = owners_.owners.adopt(std::forward<F>(fn));
     params_.host.fn = &detail::host_trampoline<std::remove_cvref_t<F>>;
     params_.host.userData = static_cast<void*>(&stored);
   }
-  Spec(Spec&&) noexcept = default;
-  Spec& operator=(Spec&&) noexcept = default;
 
-  /// Adds `owners` to the version this spec makes. Throws UsageError for an empty spec.
-  Spec&& keeping(Owners&& owners) && {
-    keep(std::move(owners));
-    return std::move(*this);
-  }
-  /// Adds `owners` to the version this spec makes. Throws UsageError for an empty spec.
-  Spec& keeping(Owners&& owners) & {
-    keep(std::move(owners));
-    return *this;
-  }
 
  private:
   friend struct detail::SpecAccess;

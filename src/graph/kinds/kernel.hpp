@@ -104,7 +104,11 @@ TETHER_EXPORT namespace tether {
 /// an executable update refuses a Launch that sets any. An update with a spec must name the
 /// kernel the node already runs (UsageError otherwise). Since 0.5.
 template <class... P>
-class Spec<KernelNode<P...>> : public detail::SpecCore {
+class Spec<KernelNode<P...>> : public detail::SpecKeeping<Spec<KernelNode<P...>>> {
+  using Base = detail::SpecKeeping<Spec<KernelNode<P...>>>;
+  using Base::owners_;
+  using Base::params_;
+
  public:
   static constexpr const char* noun = "a kernel node";
   static constexpr CUgraphNodeType type = CU_GRAPH_NODE_TYPE_KERNEL;
@@ -115,7 +119,7 @@ class Spec<KernelNode<P...>> : public detail::SpecCore {
   /// it took: no second count).
   template <class K, class... A>
   Spec(detail::What what, const detail::KernelInfo& info, K&& kernel, const Launch& l, A&&... args)
-      : SpecCore(CU_GRAPH_NODE_TYPE_KERNEL), checked_(check(what.text, l, args...)), values_{detail::kernel_value<P>(args)...},
+      : Base(CU_GRAPH_NODE_TYPE_KERNEL), checked_(check(what.text, l, args...)), values_{detail::kernel_value<P>(args)...},
         info_(&info), launch_(l) {
     CUDA_KERNEL_NODE_PARAMS_v3& p = params_.kernel;
     p.func = info.function;
@@ -129,19 +133,7 @@ class Spec<KernelNode<P...>> : public detail::SpecCore {
     p.ctx = info.context;
     owners_.owners = detail::owners_of(std::tuple_cat(detail::kernel_ref<P>(std::forward<A>(args))...), std::forward<K>(kernel));
   }
-  Spec(Spec&&) noexcept = default;
-  Spec& operator=(Spec&&) noexcept = default;
 
-  /// Adds `owners` to the version this spec makes. Throws UsageError for an empty spec.
-  Spec&& keeping(Owners&& owners) && {
-    keep(std::move(owners));
-    return std::move(*this);
-  }
-  /// Adds `owners` to the version this spec makes. Throws UsageError for an empty spec.
-  Spec& keeping(Owners&& owners) & {
-    keep(std::move(owners));
-    return *this;
-  }
   /// The launch configuration.
   const Launch& launch() const noexcept { return launch_; }
 

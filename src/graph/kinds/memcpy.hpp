@@ -21,7 +21,7 @@ TETHER_EXPORT namespace tether {
 /// DtoDAsync or (host to host, or an end of unknown kind) cuMemcpyAsync, chosen from the ends'
 /// types. Since 0.5.
 template <>
-class Spec<MemcpyNode> : public detail::SpecCore {
+class Spec<MemcpyNode> : public detail::SpecKeeping<Spec<MemcpyNode>> {
  public:
   static constexpr const char* noun = "a memcpy node";
   static constexpr CUgraphNodeType type = CU_GRAPH_NODE_TYPE_MEMCPY;
@@ -29,7 +29,7 @@ class Spec<MemcpyNode> : public detail::SpecCore {
 
   /// What `tether::memcpy` and the one-line spellings build.
   template <class Dst, class Src>
-  Spec(detail::What what, Dst&& dst, Src&& src, std::size_t count) : SpecCore(CU_GRAPH_NODE_TYPE_MEMCPY) {
+  Spec(detail::What what, Dst&& dst, Src&& src, std::size_t count) : SpecKeeping(CU_GRAPH_NODE_TYPE_MEMCPY) {
     using detail::SizeError;
     detail::check_endpoint(what.text, "destination", dst);
     detail::check_endpoint(what.text, "source", src);
@@ -59,19 +59,7 @@ class Spec<MemcpyNode> : public detail::SpecCore {
     owners_.owners = detail::owners_of(
         std::tuple_cat(detail::endpoint_ref(std::forward<Dst>(dst)), detail::endpoint_ref(std::forward<Src>(src))));
   }
-  Spec(Spec&&) noexcept = default;
-  Spec& operator=(Spec&&) noexcept = default;
 
-  /// Adds `owners` to the version this spec makes. Throws UsageError for an empty spec.
-  Spec&& keeping(Owners&& owners) && {
-    keep(std::move(owners));
-    return std::move(*this);
-  }
-  /// Adds `owners` to the version this spec makes. Throws UsageError for an empty spec.
-  Spec& keeping(Owners&& owners) & {
-    keep(std::move(owners));
-    return *this;
-  }
 
  private:
   friend struct detail::SpecAccess;

@@ -39,7 +39,7 @@ TETHER_EXPORT namespace tether {
 /// UsageError for an empty destination, one of unknown size, or one that is not a whole number of
 /// values. Stream work issues cuMemsetD8Async, D16Async or D32Async. Since 0.5.
 template <>
-class Spec<MemsetNode> : public detail::SpecCore {
+class Spec<MemsetNode> : public detail::SpecKeeping<Spec<MemsetNode>> {
  public:
   static constexpr const char* noun = "a memset node";
   static constexpr CUgraphNodeType type = CU_GRAPH_NODE_TYPE_MEMSET;
@@ -47,7 +47,7 @@ class Spec<MemsetNode> : public detail::SpecCore {
 
   /// What `tether::memset` and the one-line spellings build.
   template <class Dst, class T>
-  Spec(detail::What what, Dst&& dst, const T& value) : SpecCore(CU_GRAPH_NODE_TYPE_MEMSET) {
+  Spec(detail::What what, Dst&& dst, const T& value) : SpecKeeping(CU_GRAPH_NODE_TYPE_MEMSET) {
     detail::check_endpoint(what.text, "destination", dst);
     const std::size_t bytes = detail::endpoint_bytes(dst);
     if (bytes == 0) detail::throw_size_error(what.text, detail::SizeError::memset_unknown, 0, 0);
@@ -60,19 +60,7 @@ class Spec<MemsetNode> : public detail::SpecCore {
     p.height = 1;
     owners_.owners = detail::owners_of(detail::endpoint_ref(std::forward<Dst>(dst)));
   }
-  Spec(Spec&&) noexcept = default;
-  Spec& operator=(Spec&&) noexcept = default;
 
-  /// Adds `owners` to the version this spec makes. Throws UsageError for an empty spec.
-  Spec&& keeping(Owners&& owners) && {
-    keep(std::move(owners));
-    return std::move(*this);
-  }
-  /// Adds `owners` to the version this spec makes. Throws UsageError for an empty spec.
-  Spec& keeping(Owners&& owners) & {
-    keep(std::move(owners));
-    return *this;
-  }
 
  private:
   friend struct detail::SpecAccess;
