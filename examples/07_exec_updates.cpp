@@ -49,7 +49,8 @@ int main(int, char** argv) try {
   constexpr int updates = 1000, batch = 100;
   std::size_t most = 0, at_waits = 0;
   for (int i = 1; i <= updates; ++i) {
-    exec.update(k, tether::kernel(add_to, one, sum, i).keeping(tether::Owners{Tracked{}}));  // *sum += i here only
+    // this executable only: *sum += i
+    exec.update(k, tether::kernel(add_to, one, sum, i).keeping(tether::Owners{Tracked{}}));
     exec.launch(stream);                                               // no wait: launches queue up
     most = std::max(most, exec.live_node_versions());
     if (i % batch == 0) {  // wait for the batch's launches, then for the releases they allow
