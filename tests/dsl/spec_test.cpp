@@ -54,15 +54,6 @@ void each_kind(Makers& m, Fn&& fn) {
   fn([&] { return m.wait(); });
   fn([&] { return m.empty(); });
 }
-template <class Fn>
-void each_updatable_kind(Makers& m, Fn&& fn) {
-  fn([&] { return m.kernel(); });
-  fn([&] { return m.memset(); });
-  fn([&] { return m.memcpy(); });
-  fn([&] { return m.host(); });
-  fn([&] { return m.record(); });
-  fn([&] { return m.wait(); });
-}
 
 }  // namespace
 
