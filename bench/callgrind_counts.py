@@ -21,10 +21,11 @@ import sys
 ALLOC = re.compile(r"^(malloc|calloc|realloc|reallocarray|memalign|aligned_alloc|posix_memalign|valloc|pvalloc)"
                    r"(@.*)?$|^operator new(\[\])?\(")
 # Lock acquisitions (try-locks included): pthread mutexes, rwlocks and spin locks, and tether's
-# own lock (HierarchyLock, an atomic flag with a wait). Counted the same way.
+# own locks (HierarchyLock, an atomic flag with a wait; PublishLock and ExecLock, atomics with a futex wait). Counted the same way.
 LOCK = re.compile(r"^_*pthread_(mutex_(lock|trylock|timedlock|clocklock)|"
                   r"rwlock_(rdlock|wrlock|tryrdlock|trywrlock|timedrdlock|timedwrlock|clockrdlock|clockwrlock)|"
-                  r"spin_(lock|trylock))(@.*)?$|^tether::detail::HierarchyLock::(lock|try_lock)\(")
+                  r"spin_(lock|trylock))(@.*)?$|^tether::detail::HierarchyLock::(lock|try_lock)\(|"
+                  r"^tether::detail::PublishLock::(lock|lock_shared)\(|^tether::detail::(anonymous namespace::)?ExecLock::lock\(")
 # tether's owner-group pool (not a heap allocation when the pool serves it).
 POOLED = re.compile(r"^tether::detail::group_allocate\(")
 

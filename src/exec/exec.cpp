@@ -8,6 +8,27 @@ namespace tether {
 
 namespace detail {
 
+/// The executable's lock. Why not std::mutex: on the per-node update path a pthread mutex pair
+/// costs about 55 instructions; this is one compare-exchange to lock and one exchange to unlock,
+/// and sleeps (a futex, through std::atomic::wait) only when another thread holds it. State: 0
+/// free, 1 held, 2 held with a thread waiting. Not recursive.
+class ExecLock {
+ public:
+  // Out of line so that bench/instructions counts it as a lock (a call, about four instructions).
+  [[gnu::noinline]] void lock() noexcept {
+    std::uint32_t free = 0;
+    if (state_.compare_exchange_strong(free, 1, std::memory_order_acquire, std::memory_order_relaxed)) [[likely]]
+      return;
+    while (state_.exchange(2, std::memory_order_acquire) != 0) state_.wait(2, std::memory_order_relaxed);
+  }
+  void unlock() noexcept {
+    if (state_.exchange(0, std::memory_order_release) == 2) state_.notify_one();
+  }
+
+ private:
+  std::atomic<std::uint32_t> state_{0};
+};
+
 /// Owners of per-node executable updates, and the lock of the executable. Shared by the
 /// GraphExec, its accumulator (which CUDA keeps for every in-flight launch) and pending
 /// reclamation markers; released on the reclaimer.
@@ -21,7 +42,7 @@ struct ExecOwners {
   // Why one lock for launches, updates and the markers' releases: a per-node update is a
   // ~200 ns driver call, and every extra lock is a measurable share of it (docs/performance.md).
   // A marker's release waits at most for one launch or update of its executable.
-  std::mutex mu;
+  ExecLock mu;
   std::uint64_t launches = 0;
   std::uint64_t completed = 0;  // launches a marker has seen complete (for inspect)
   CUstream last_stream = nullptr;
@@ -44,11 +65,13 @@ struct ExecOwners {
   std::size_t used = 0;
   std::vector<Retired> retired;  // superseded and possibly used by a launch, oldest first
 
-  // Records sit side by side in their hierarchy's storage, so their address divided by the record
-  // size keeps nodes made one after another in neighbouring slots: updating nodes in creation order
-  // walks the table instead of jumping through it.
+  // Why a multiplicative hash and not the record's address: records sit in chunks of up to 256
+  // (graph/hierarchy.hpp, RecordStore) at unrelated addresses, and long runs of consecutive slots
+  // starting at unrelated places collide under linear probing (measured: 340 instructions per
+  // update more than this hash). The table is at most half full, so a probe is short.
   static std::size_t hash(const NodeRecord* r, std::size_t mask) noexcept {
-    return static_cast<std::size_t>(reinterpret_cast<std::uintptr_t>(r) / sizeof(NodeRecord)) & mask;
+    const std::uint64_t x = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(r) / alignof(NodeRecord));
+    return static_cast<std::size_t>((x * 0x9E3779B97F4A7C15ull) >> 32) & mask;
   }
   /// Where `r` is, or the empty slot where it would go.
   std::size_t probe(const NodeRecord* r) const noexcept {
@@ -59,7 +82,8 @@ struct ExecOwners {
   }
   /// The slot of `r`, made if missing (may allocate: call before the driver call).
   Slot& slot(const NodeRecord* r) {
-    reserve(used + 1);
+    if (table.size() < (used + 1) * 2) [[unlikely]]
+      reserve(used + 1);
     std::size_t i = probe(r);
     if (!table[i].rec) {
       table[i].rec = r;
@@ -192,8 +216,9 @@ struct ExecState {
 
   /// Holds the executable's lock with its context current: what every call on it needs.
   struct Guard {
-    explicit Guard(ExecState& s) : lock(s.owners->mu), scope(*s.drv, s.ctx.get()) {}
-    std::lock_guard<std::mutex> lock;
+    // Every caller went through GraphExec::live(), which checked that driver calls are allowed here.
+    explicit Guard(ExecState& s) : lock(s.owners->mu), scope(*s.drv, s.ctx.get(), ScopedContext::calls_checked) {}
+    std::lock_guard<ExecLock> lock;
     ScopedContext scope;
   };
   ~ExecState() {

@@ -309,14 +309,32 @@ class BasicInserter : public Builder<BasicInserter<InBody>, InBody> {
     keeping_ += std::move(owners);
     return std::move(*this);
   }
+  /// Moves the insertion point; the moved-from one is stale (creating through it throws
+  /// UsageError, as after its edit ended).
+  BasicInserter(BasicInserter&& o) noexcept
+      : tx_(std::exchange(o.tx_, nullptr)), serial_(o.serial_), box_(o.box_), inline_(o.inline_), count_(o.count_),
+        more_(std::move(o.more_)), keeping_(std::move(o.keeping_)), ctx_(o.ctx_) {}
+  BasicInserter& operator=(BasicInserter&& o) noexcept {
+    if (this != &o) {
+      tx_ = std::exchange(o.tx_, nullptr);
+      serial_ = o.serial_;
+      box_ = o.box_;
+      inline_ = o.inline_;
+      count_ = o.count_;
+      more_ = std::move(o.more_);
+      keeping_ = std::move(o.keeping_);
+      ctx_ = o.ctx_;
+    }
+    return *this;
+  }
 
  private:
   template <class, bool>
   friend class Builder;
   template <bool>
   friend class BasicEdit;
-  BasicInserter(std::shared_ptr<detail::Transaction> tx, detail::Box* box, const Context* ctx)
-      : tx_(std::move(tx)), box_(box), ctx_(ctx) {}
+  BasicInserter(detail::Transaction* tx, detail::Box* box, const Context* ctx)
+      : tx_(tx), serial_(tx->serial()), box_(box), ctx_(ctx) {}
   void add_dep(detail::NodeRecord* r) {
     // Most insertion points name a few nodes: no allocation for up to four.
     if (count_ < inline_.size())
@@ -333,14 +351,17 @@ class BasicInserter : public Builder<BasicInserter<InBody>, InBody> {
   }
   detail::Site site(std::string_view what) {
     detail::check_calls_allowed(what);
-    if (!tx_ || !tx_->active()) detail::throw_stale_inserter(what);
+    if (!tx_ || tx_->serial() != serial_) detail::throw_stale_inserter(what);
     tx_->check_thread(what);
-    return {tx_.get(), box_, deps(), &keeping_, ctx_};
+    return {tx_, box_, deps(), &keeping_, ctx_};
   }
 
-  // Why shared: the insertion point can then tell that its edit ended (the transaction object
-  // outlives the edit while an insertion point refers to it) instead of reading freed memory.
-  std::shared_ptr<detail::Transaction> tx_;
+  // Why a plain pointer and a serial: edits take their transactions from a pool whose
+  // transactions are never freed (Transaction::lease), so the insertion point can always tell
+  // that its edit ended (the serial changed) instead of reading freed memory, without the two
+  // atomic operations of a shared_ptr copy. Null once moved from.
+  detail::Transaction* tx_;
+  std::uint64_t serial_;
   detail::Box* box_;
   std::array<detail::NodeRecord*, 4> inline_{};
   std::size_t count_ = 0;
@@ -365,7 +386,7 @@ class BasicEdit : public Builder<BasicEdit<InBody>, InBody>, public NodeUpdates<
   using NodeUpdates<BasicEdit<InBody>>::update;
   /// Rolls back what was not committed (cuGraphDestroyNode, the previous parameters restored...).
   ~BasicEdit() {
-    if (tx_ && tx_->active()) tx_->rollback();
+    if (tx_->active()) tx_->rollback();
   }
   BasicEdit(const BasicEdit&) = delete;
   BasicEdit& operator=(const BasicEdit&) = delete;
@@ -375,18 +396,20 @@ class BasicEdit : public Builder<BasicEdit<InBody>, InBody>, public NodeUpdates<
   template <class... K>
   BasicInserter<InBody> after(const Node<K>&... nodes) {
     detail::Transaction* t = tx("Edit::after");
-    BasicInserter<InBody> at(tx_, box_, &ctx_);
+    BasicInserter<InBody> at(t, box_, &ctx_);
     (at.add_dep(t->check_node(detail::NodeAccess::ref(nodes), "a dependency")), ...);
     if (at.count_) at.box_ = at.deps().front()->box;
     return at;
   }
   /// An insertion point at the top of an embedded graph of this hierarchy, in this transaction.
   BasicInserter<false> in(const GraphRef& view) {
-    return BasicInserter<false>(tx_, detail::box_of(*tx("Edit::in"), detail::GraphAccess::ref(view), "Edit::in"), &ctx_);
+    detail::Transaction* t = tx("Edit::in");
+    return BasicInserter<false>(t, detail::box_of(*t, detail::GraphAccess::ref(view), "Edit::in"), &ctx_);
   }
   /// An insertion point at the top of a conditional body of this hierarchy, in this transaction.
   BasicInserter<true> in(const BodyRef& view) {
-    return BasicInserter<true>(tx_, detail::box_of(*tx("Edit::in"), detail::GraphAccess::ref(view), "Edit::in"), &ctx_);
+    detail::Transaction* t = tx("Edit::in");
+    return BasicInserter<true>(t, detail::box_of(*t, detail::GraphAccess::ref(view), "Edit::in"), &ctx_);
   }
 
   /// Replaces a child graph node by one embedding a copy of `graph`, with the same dependencies and
@@ -399,7 +422,7 @@ class BasicEdit : public Builder<BasicEdit<InBody>, InBody>, public NodeUpdates<
     detail::NodeRecord* old = check(node, "the child graph node to replace");
     std::vector<detail::NodeRecord*> deps = detail::neighbours(*tx(), old, true);
     std::vector<detail::NodeRecord*> dependents = detail::neighbours(*tx(), old, false);
-    BasicInserter<InBody> at(tx_, old->box, &ctx_);
+    BasicInserter<InBody> at(tx(), old->box, &ctx_);
     for (detail::NodeRecord* d : deps) at.add_dep(d);
     EmbedResult made = at.embed(graph);
     detail::NodeRecord* fresh = detail::NodeAccess::ref(made.node).record;
@@ -454,12 +477,26 @@ class BasicEdit : public Builder<BasicEdit<InBody>, InBody>, public NodeUpdates<
   friend class BasicGraphRef;
   BasicEdit(std::shared_ptr<detail::Hierarchy> h, detail::Box* box, const Context& ctx)
       : tx_(open(std::move(h), box)), box_(box), ctx_(ctx), scope_(*tx_->hierarchy().drv, detail::context_handle(ctx)) {}
-  static std::shared_ptr<detail::Transaction> open(std::shared_ptr<detail::Hierarchy> h, detail::Box* box) {
+  static detail::Transaction* open(std::shared_ptr<detail::Hierarchy> h, detail::Box* box) {
     detail::check_calls_allowed("Graph::edit");
-    auto tx = std::make_shared<detail::Transaction>(std::move(h));
-    if (box->retired.load()) throw UsageError("edit: the graph view is invalid (CUDA destroyed the graph)");
+    detail::Transaction* tx = detail::Transaction::lease(std::move(h));
+    if (box->retired.load()) [[unlikely]] {
+      detail::Transaction::give_back(tx);
+      throw UsageError("edit: the graph view is invalid (CUDA destroyed the graph)");
+    }
     return tx;
   }
+  // The edit's transaction, given back to the pool when the edit goes (also when a later member
+  // of the edit fails to construct).
+  struct Lease {
+    explicit Lease(detail::Transaction* p) noexcept : t(p) {}
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    ~Lease() { detail::Transaction::give_back(t); }
+    detail::Transaction* t;
+    detail::Transaction* operator->() const noexcept { return t; }
+    detail::Transaction* get() const noexcept { return t; }
+  };
   detail::Transaction* tx(std::string_view what = "Edit") {
     detail::check_calls_allowed(what);
     if (!tx_->active()) detail::throw_finished_edit();
@@ -489,7 +526,7 @@ class BasicEdit : public Builder<BasicEdit<InBody>, InBody>, public NodeUpdates<
     }, undo);
   }
 
-  std::shared_ptr<detail::Transaction> tx_;
+  Lease tx_;
   detail::Box* box_;
   Context ctx_;
   detail::ScopedContext scope_;  // the graph's context is current while the edit is open

@@ -268,7 +268,34 @@ NodeRecord* Hierarchy::allocate_record() {
     r->next = nullptr;
     return r;
   }
-  return &records.emplace_back();
+  return records.make();
+}
+
+void PublishLock::lock_shared() noexcept {
+  for (;;) {
+    // seq_cst on both sides: the reader's increment and the writer's flag are ordered against each
+    // other's load, so at least one of them sees the other (no reader inside that a writer missed).
+    readers_.fetch_add(1, std::memory_order_seq_cst);
+    if (!writing_.load(std::memory_order_seq_cst)) [[likely]]
+      return;
+    unlock_shared();
+    writing_.wait(true, std::memory_order_acquire);
+  }
+}
+
+void PublishLock::lock() {
+  writer_.lock();
+  writing_.store(true, std::memory_order_seq_cst);
+  for (std::uint32_t r; (r = readers_.load(std::memory_order_seq_cst)) != 0;) readers_.wait(r, std::memory_order_seq_cst);
+}
+
+void RecordStore::grow() {
+  const std::uint32_t next = size_ == 0 ? 16 : std::min<std::uint32_t>(size_ * 4, 256);
+  if (chunks_.size() == chunks_.capacity()) chunks_.reserve(chunks_.capacity() * 2 + 4);
+  chunks_.push_back(std::make_unique<NodeRecord[]>(next));  // cannot throw after the reserve
+  chunk_ = chunks_.back().get();
+  used_ = 0;
+  size_ = next;
 }
 
 // Why 48: graph_bench counts metadata bytes per node against a 96-byte budget (docs/performance.md).

@@ -13,11 +13,65 @@ void mark_unusable(Hierarchy& h, const char* why, std::string_view detail) noexc
 
 }  // namespace
 
-Transaction::Transaction(std::shared_ptr<Hierarchy> h) : h_(std::move(h)), thread_(std::this_thread::get_id()) {
-  h_->mu.lock("Graph::edit");
-  if (h_->unusable) {
-    h_->mu.unlock();
-    h_->check_usable();
+Transaction::Transaction(std::shared_ptr<Hierarchy> h) { open(std::move(h)); }
+
+void Transaction::open(std::shared_ptr<Hierarchy> h) {
+  h->mu.lock("Graph::edit");
+  if (h->unusable) {
+    h->mu.unlock();
+    h->check_usable();
+  }
+  h_ = std::move(h);
+  thread_.store(std::this_thread::get_id(), std::memory_order_relaxed);
+  capturing_ = false;
+  done_ = false;
+}
+
+namespace {
+// Why never destroyed: an insertion point may outlive static destruction's order (and reads a
+// pooled transaction's serial); the transactions in it are never freed either.
+std::mutex& pool_mutex() noexcept {
+  static std::mutex* m = new std::mutex;
+  return *m;
+}
+std::vector<Transaction*>& pool() noexcept {
+  static std::vector<Transaction*>* v = new std::vector<Transaction*>;
+  return *v;
+}
+// A log that grew past this many entries is not kept in the pool (one large edit would otherwise
+// keep its memory for the life of the process).
+constexpr std::size_t kKeptLog = 4096;
+}  // namespace
+
+Transaction* Transaction::lease(std::shared_ptr<Hierarchy> h) {
+  Transaction* t = nullptr;
+  {
+    std::lock_guard lock(pool_mutex());
+    if (!pool().empty()) {
+      t = pool().back();
+      pool().pop_back();
+    }
+  }
+  if (!t) t = new Transaction();
+  try {
+    t->open(std::move(h));
+  } catch (...) {
+    give_back(t);
+    throw;
+  }
+  return t;
+}
+
+void Transaction::give_back(Transaction* t) noexcept {
+  if (!t->done_) t->rollback();
+  t->h_.reset();  // outside the pool's lock: the last reference may destroy the graph
+  if (t->ops_.capacity() > kKeptLog) std::vector<Op>().swap(t->ops_);
+  std::lock_guard lock(pool_mutex());
+  try {
+    pool().push_back(t);
+  } catch (...) {
+    // Out of memory: the transaction is not reused, and not freed either (an insertion point may
+    // still read its serial).
   }
 }
 
@@ -37,6 +91,7 @@ void Transaction::finish() noexcept {
   names_before_.clear();
   arena_.clear();
   done_ = true;
+  serial_.fetch_add(1, std::memory_order_release);  // every insertion point of this edit is stale now
   h_->mu.unlock();  // from any thread: an edit dropped elsewhere rolls back and unlocks there
 }
 

@@ -32,6 +32,19 @@ class Transaction {
   explicit Transaction(std::shared_ptr<Hierarchy> h);
   /// Rolls back what was not committed.
   ~Transaction();
+
+  /// A transaction on `h` from the process-wide pool that edits use (locks `h` as the constructor
+  /// does, and throws what it throws; nothing is taken from the pool then). Give it back with
+  /// `give_back`. Why a pool whose transactions are never freed: an insertion point keeps a plain
+  /// pointer and the `serial()` of its edit, and a pointer to memory that is never freed can
+  /// always be read to find out that its edit has ended (without a shared_ptr copy, two atomic
+  /// operations, per insertion point); and a reused transaction keeps its log's capacity.
+  static Transaction* lease(std::shared_ptr<Hierarchy> h);
+  /// Rolls `t` back if it is still active, drops its hierarchy and returns it to the pool.
+  static void give_back(Transaction* t) noexcept;
+  /// Changes once whenever the transaction ends (commit or rollback): an insertion point made
+  /// while it was active compares it with the value it noted. Readable from any thread.
+  std::uint64_t serial() const noexcept { return serial_.load(std::memory_order_acquire); }
   Transaction(const Transaction&) = delete;
   Transaction& operator=(const Transaction&) = delete;
 
@@ -40,7 +53,7 @@ class Transaction {
   bool active() const noexcept { return !done_; }
   /// Throws UsageError unless the calling thread opened the transaction (`what` names the call).
   void check_thread(std::string_view what) const {
-    if (std::this_thread::get_id() != thread_) [[unlikely]]
+    if (std::this_thread::get_id() != thread_.load(std::memory_order_relaxed)) [[unlikely]]
       throw_wrong_thread(what);
   }
 
@@ -106,12 +119,17 @@ class Transaction {
   bool added_here(const NodeRecord* r) const noexcept;
 
   std::shared_ptr<Hierarchy> h_;
-  std::thread::id thread_;  // the thread that opened it: the only one that may use it
+  Transaction() noexcept = default;  // closed: for the pool
+  void open(std::shared_ptr<Hierarchy> h);
+  // The thread that opened it: the only one that may use it. Atomic: a stale insertion point on
+  // another thread may read it while a pooled transaction is opened again.
+  std::atomic<std::thread::id> thread_{};
+  std::atomic<std::uint64_t> serial_{0};
   std::vector<Op> ops_;
   // Names replaced by `name`, with their previous value (none: the node had no name), in order.
   std::vector<std::pair<NodeRecord*, std::optional<std::string>>> names_before_;
   Arena arena_;
-  bool done_ = false;
+  bool done_ = true;  // set by open()
   bool capturing_ = false;
 };
 

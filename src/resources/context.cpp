@@ -196,6 +196,14 @@ ContextState::~ContextState() {
 
 ScopedContext::ScopedContext(const DriverTable& table, CUcontext ctx) : table_(nullptr) {
   check_calls_allowed("a tether call");
+  enter(table, ctx);
+}
+
+ScopedContext::ScopedContext(const DriverTable& table, CUcontext ctx, CallsChecked) : table_(nullptr) {
+  enter(table, ctx);
+}
+
+void ScopedContext::enter(const DriverTable& table, CUcontext ctx) {
   CUcontext current = nullptr;
   call<Entry::cuCtxGetCurrent>(table, "finding the calling thread's current context", &current);
   if (current == ctx) return;

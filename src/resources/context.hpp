@@ -65,11 +65,17 @@ class ScopedContext {
  public:
   ScopedContext(const DriverTable& table, CUcontext ctx);
   explicit ScopedContext(const ContextState& state) : ScopedContext(*state.table, state.context) {}
+  /// For a caller that has already checked that driver calls are allowed on this thread
+  /// (check_calls_allowed): the same without that check.
+  struct CallsChecked {};
+  static constexpr CallsChecked calls_checked{};
+  ScopedContext(const DriverTable& table, CUcontext ctx, CallsChecked);
   ~ScopedContext();
   ScopedContext(const ScopedContext&) = delete;
   ScopedContext& operator=(const ScopedContext&) = delete;
 
  private:
+  void enter(const DriverTable& table, CUcontext ctx);
   const DriverTable* table_;  // non-null when a push must be popped
   std::thread::id pusher_;    // the thread whose stack holds the push
 };

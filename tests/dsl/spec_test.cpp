@@ -113,6 +113,23 @@ TEST_CASE_FIXTURE(DslFixture, "a moved kernel spec keeps its argument values: th
   CHECK(read(a) == std::vector<float>(8, 7.0f));
 }
 
+TEST_CASE_FIXTURE(DslFixture, "a kernel spec's launch() gives back its dimensions and dynamic shared memory, and its "
+                              "attributes where it has any, also after a move") {
+  SharedBuffer<float> a = buffer(8, 0.0f);
+  auto plain = tether::kernel(k.fill, Launch{Grid{3, 2, 1}, Block{8, 4, 2}}.shared_memory(1024), a, 1.0f, 8);
+  auto moved = std::move(plain);
+  const Launch l = moved.launch();
+  CHECK(l.grid().x == 3);
+  CHECK(l.grid().y == 2);
+  CHECK(l.block().x == 8);
+  CHECK(l.block().z == 2);
+  CHECK(l.shared_memory_bytes() == 1024);
+  CHECK(l.attributes() == 0);
+  auto attributed = tether::kernel(k.fill, Launch{Grid{1}, Block{8}}.priority(1), a, 1.0f, 8);
+  CHECK(attributed.launch().attributes() == Launch::priority_bit);
+  CHECK(attributed.launch().block().x == 8);
+}
+
 TEST_CASE_FIXTURE(DslFixture, "every consumer refuses an empty spec with a UsageError naming itself, and keeping on an "
                               "empty spec is refused too") {
   Makers m{*this, buffer(16, 1.0f), buffer(16, 0.0f), ctx.make_event()};

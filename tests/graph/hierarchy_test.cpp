@@ -711,3 +711,41 @@ TEST_CASE_FIXTURE(
 }
 
 }  // namespace
+
+// The publish lock (hierarchy.hpp, PublishLock): a commit or rollback excludes every executable
+// update that reads a node handle, and readers arriving all the time never keep a writer out.
+TEST_CASE("the publish lock never lets a writer in beside a reader, and readers arriving all the time never starve it") {
+  td::PublishLock lock;
+  std::atomic<int> readers_inside{0};
+  std::atomic<int> writers_inside{0};
+  std::atomic<bool> overlap{false};
+  std::atomic<bool> stop{false};
+  std::atomic<long> reads{0};
+  std::vector<std::thread> readers;
+  for (int i = 0; i < 3; ++i)
+    readers.emplace_back([&] {
+      while (!stop.load()) {
+        lock.lock_shared();
+        readers_inside.fetch_add(1);
+        if (writers_inside.load() != 0) overlap.store(true);
+        reads.fetch_add(1);
+        readers_inside.fetch_sub(1);
+        lock.unlock_shared();
+      }
+    });
+  int writes = 0;
+  for (; writes < 200; ++writes) {
+    lock.lock();  // returns although three readers keep taking the lock
+    writers_inside.fetch_add(1);
+    if (readers_inside.load() != 0) overlap.store(true);
+    std::this_thread::yield();
+    if (readers_inside.load() != 0) overlap.store(true);
+    writers_inside.fetch_sub(1);
+    lock.unlock();
+  }
+  stop.store(true);
+  for (std::thread& t : readers) t.join();
+  CHECK_FALSE(overlap.load());
+  CHECK(writes == 200);
+  CHECK(reads.load() > 0);
+}

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "support/dsl_fixture.hpp"
+#include "support/messages.hpp"
 
 using namespace tether;
 using namespace tether_test;
@@ -129,6 +130,36 @@ TEST_CASE_FIXTURE(DslFixture, "finding 6: an insertion point used after its edit
   }
   other.commit();
   CHECK(graph.node_count() == 1);
+}
+
+TEST_CASE_FIXTURE(DslFixture, "an insertion point stays stale while its edit's pooled transaction serves later edits of "
+                              "this and other graphs, and a moved-from insertion point is stale too") {
+  Graph graph{ctx};
+  Graph second{ctx};
+  std::optional<BasicInserter<false>> at;
+  {
+    Edit e = graph.edit();
+    at.emplace(e.after());
+    e.commit();
+  }
+  // Edits take their transactions from a pool (one per thread at a time): every edit below may
+  // reuse the one the stale insertion point refers to.
+  for (int i = 0; i < 20; ++i) {
+    const Graph& g = i % 2 ? graph : second;
+    Edit e = g.edit();
+    e.empty();
+    CHECK(throws_with<UsageError>([&] { at->empty(); }, "edit that has ended"));
+    if (i % 3) e.commit();  // the others roll back
+  }
+  CHECK(graph.node_count() == 7);   // the committed odd edits: 1, 5, 7, 11, 13, 17, 19
+  CHECK(second.node_count() == 6);  // the committed even edits: 2, 4, 8, 10, 14, 16
+  Edit e = graph.edit();
+  BasicInserter<false> first = e.after();
+  BasicInserter<false> moved = std::move(first);
+  CHECK(throws_with<UsageError>([&] { first.empty(); }, "edit that has ended"));  // NOLINT(bugprone-use-after-move)
+  moved.empty();
+  e.commit();
+  CHECK(graph.node_count() == 8);
 }
 
 TEST_CASE_FIXTURE(DslFixture, "finding 7: a Condition of a destroyed graph is refused by a new graph, whatever its "

@@ -120,7 +120,8 @@ class Spec<KernelNode<P...>> : public detail::SpecKeeping<Spec<KernelNode<P...>>
   template <class K, class... A>
   Spec(detail::What what, const detail::KernelInfo& info, K&& kernel, const Launch& l, A&&... args)
       : Base(CU_GRAPH_NODE_TYPE_KERNEL), checked_(check(what.text, l, args...)), values_{detail::kernel_value<P>(args)...},
-        info_(&info), launch_(l) {
+        info_(&info) {
+    if (l.attributes()) attributed_.emplace(l);
     CUDA_KERNEL_NODE_PARAMS_v3& p = params_.kernel;
     p.func = info.function;
     p.gridDimX = l.grid().x;
@@ -134,8 +135,13 @@ class Spec<KernelNode<P...>> : public detail::SpecKeeping<Spec<KernelNode<P...>>
     owners_.owners = detail::owners_of(std::tuple_cat(detail::kernel_ref<P>(std::forward<A>(args))...), std::forward<K>(kernel));
   }
 
-  /// The launch configuration.
-  const Launch& launch() const noexcept { return launch_; }
+  /// The launch configuration (dimensions, dynamic shared memory, attributes).
+  Launch launch() const noexcept {
+    if (attributed_) return *attributed_;
+    const CUDA_KERNEL_NODE_PARAMS_v3& p = params_.kernel;
+    return Launch{Grid{p.gridDimX, p.gridDimY, p.gridDimZ}, Block{p.blockDimX, p.blockDimY, p.blockDimZ}}.shared_memory(
+        p.sharedMemBytes);
+  }
 
  private:
   friend struct detail::SpecAccess;
@@ -150,23 +156,23 @@ class Spec<KernelNode<P...>> : public detail::SpecKeeping<Spec<KernelNode<P...>>
     params_.kernel.kernelParams = sizeof...(P) ? ptrs_ : nullptr;
   }
   const detail::KernelInfo* info() const noexcept { return info_; }
-  bool has_attributes() const noexcept { return launch_.attributes() != 0; }
+  bool has_attributes() const noexcept { return attributed_.has_value(); }
   /// What every consumer does first: raises the kernel's dynamic shared memory limit if the
   /// launch needs it (cuFuncSetAttribute).
   void prepare(const detail::DriverTable& drv, CUcontext, std::string_view what) const {
-    if (launch_.shared_memory_bytes() > 48u * 1024u)
-      detail::raise_dynamic_shared(drv, info_->function, info_->name, launch_.shared_memory_bytes(), what);
+    if (params_.kernel.sharedMemBytes > 48u * 1024u)
+      detail::raise_dynamic_shared(drv, info_->function, info_->name, params_.kernel.sharedMemBytes, what);
   }
   /// Sets the Launch's attributes on a node just made from this spec; throws DriverError.
   void after_add(const detail::DriverTable& drv, CUgraphNode node, std::string_view what) const {
     if (!has_attributes()) return;
     CUlaunchAttributeID failed{};
-    if (CUresult r = detail::set_launch_attrs(drv, node, launch_, &failed); r != CUDA_SUCCESS)
+    if (CUresult r = detail::set_launch_attrs(drv, node, *attributed_, &failed); r != CUDA_SUCCESS)
       detail::throw_attr_error(drv, r, failed, what);
   }
   /// An executable cannot change a node's attributes.
   void check_exec(std::string_view what) const {
-    if (launch_.attributes()) detail::throw_exec_attributes(what, launch_.attributes());
+    if (attributed_) detail::throw_exec_attributes(what, attributed_->attributes());
   }
 
   /// Reads `node`'s current parameters and the attributes this update changes into `arena`
@@ -185,7 +191,7 @@ class Spec<KernelNode<P...>> : public detail::SpecKeeping<Spec<KernelNode<P...>>
     s->params.kernelParams = S::n ? s->args : nullptr;
     s->params.extra = nullptr;
     detail::LaunchAttr now[7];
-    s->nattrs = static_cast<unsigned>(detail::launch_attrs(launch_, now));
+    s->nattrs = attributed_ ? static_cast<unsigned>(detail::launch_attrs(*attributed_, now)) : 0u;
     s->attrs = s->nattrs ? static_cast<detail::LaunchAttr*>(
                                arena.allocate(sizeof(detail::LaunchAttr) * s->nattrs, alignof(detail::LaunchAttr)))
                          : nullptr;
@@ -207,7 +213,7 @@ class Spec<KernelNode<P...>> : public detail::SpecKeeping<Spec<KernelNode<P...>>
       detail::throw_call_error(drv, Entry::cuGraphNodeSetParams, r, "updating a kernel node");
     if (!has_attributes()) return;
     CUlaunchAttributeID failed{};
-    if (CUresult r = detail::set_launch_attrs(drv, node, launch_, &failed); r != CUDA_SUCCESS) {
+    if (CUresult r = detail::set_launch_attrs(drv, node, *attributed_, &failed); r != CUDA_SUCCESS) {
       undo.restore(drv, node, undo.saved);
       detail::throw_attr_error(drv, r, failed, what);
     }
@@ -220,7 +226,7 @@ class Spec<KernelNode<P...>> : public detail::SpecKeeping<Spec<KernelNode<P...>>
     const CUDA_KERNEL_NODE_PARAMS_v3& k = params_.kernel;
     if (has_attributes()) {
       detail::LaunchAttr a[7];
-      const std::size_t n = detail::launch_attrs(launch_, a);
+      const std::size_t n = detail::launch_attrs(*attributed_, a);
       CUlaunchAttribute attrs[7] = {};
       for (std::size_t i = 0; i < n; ++i) {
         attrs[i].id = a[i].id;
@@ -258,7 +264,9 @@ class Spec<KernelNode<P...>> : public detail::SpecKeeping<Spec<KernelNode<P...>>
   std::tuple<P...> values_;
   void* ptrs_[sizeof...(P) ? sizeof...(P) : 1] = {};
   const detail::KernelInfo* info_;
-  Launch launch_;
+  // The whole Launch only when it sets attributes (the dimensions and the dynamic shared memory
+  // are in the driver parameters): copying it cost about 25 instructions on every kernel spec.
+  std::optional<Launch> attributed_;
 };
 
 /// A kernel node's spec: `k` launched with `launch` and `args` (see Spec<KernelNode<P...>>).
