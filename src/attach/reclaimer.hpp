@@ -82,6 +82,11 @@ inline void check_calls_allowed(std::string_view what) {
   if (!calls_allowed_here()) [[unlikely]]
     refuse(verdict(Act::call), what);
 }
+/// The same for a C string: measured only when refused (a strlen per call otherwise).
+inline void check_calls_allowed(const char* what) {
+  if (!calls_allowed_here()) [[unlikely]]
+    refuse(verdict(Act::call), what);
+}
 
 /// Whether CUDA calls are refused on this thread (a host callback or a user-object destructor).
 inline bool cuda_forbidden_here() noexcept {
