@@ -44,6 +44,16 @@ void operator delete(void* p) noexcept {
   std::free(p);
 }
 void operator delete(void* p, std::size_t) noexcept { operator delete(p); }
+// Aligned allocations (a hierarchy's record chunks) are counted too.
+void* operator new(std::size_t n, std::align_val_t a) {
+  const std::size_t al = static_cast<std::size_t>(a);
+  void* p = std::aligned_alloc(al, (n + al - 1) & ~(al - 1));
+  if (!p) throw std::bad_alloc();
+  g_live_bytes.fetch_add(static_cast<long long>(malloc_usable_size(p)), std::memory_order_relaxed);
+  return p;
+}
+void operator delete(void* p, std::align_val_t) noexcept { operator delete(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { operator delete(p); }
 
 using namespace tether;
 using detail::Entry;

@@ -59,6 +59,16 @@ void operator delete(void* p) noexcept {
 void operator delete(void* p, std::size_t) noexcept {
   operator delete(p);
 }
+// Aligned allocations (a hierarchy's record chunks) are counted too.
+void* operator new(std::size_t n, std::align_val_t a) {
+  void* p = std::aligned_alloc(static_cast<std::size_t>(a), (n + static_cast<std::size_t>(a) - 1) & ~(static_cast<std::size_t>(a) - 1));
+  if (!p) throw std::bad_alloc();
+  if (g_count_heap.load(std::memory_order_relaxed) && fake_model::t_depth == 0)
+    g_live_bytes.fetch_add(static_cast<long long>(malloc_usable_size(p)), std::memory_order_relaxed);
+  return p;
+}
+void operator delete(void* p, std::align_val_t) noexcept { operator delete(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { operator delete(p); }
 
 using namespace tether;
 using detail::Entry;

@@ -268,7 +268,7 @@ NodeRecord* Hierarchy::allocate_record() {
     r->next = nullptr;
     return r;
   }
-  return records.make();
+  return records.make(publish_mu);
 }
 
 void PublishLock::lock_shared() noexcept {
@@ -289,13 +289,31 @@ void PublishLock::lock() {
   for (std::uint32_t r; (r = readers_.load(std::memory_order_seq_cst)) != 0;) readers_.wait(r, std::memory_order_seq_cst);
 }
 
-void RecordStore::grow() {
+void RecordStore::grow(PublishLock& publishing) {
   const std::uint32_t next = size_ == 0 ? 16 : std::min<std::uint32_t>(size_ * 4, 256);
-  if (chunks_.size() == chunks_.capacity()) chunks_.reserve(chunks_.capacity() * 2 + 4);
-  chunks_.push_back(std::make_unique<NodeRecord[]>(next));  // cannot throw after the reserve
-  chunk_ = chunks_.back().get();
+  chunks_.reserve(chunks_.size() + 1);  // so that nothing below can fail once the chunk exists
+  ranges_.reserve(ranges_.size() + 1);
+  auto chunk = std::make_unique<NodeRecord[]>(next);
+  const Range range{reinterpret_cast<std::uintptr_t>(chunk.get()), std::uintptr_t{next} * sizeof(NodeRecord),
+                    first_ + used_};
+  {
+    std::lock_guard lock(publishing);
+    ranges_.insert(std::upper_bound(ranges_.begin(), ranges_.end(), range.begin,
+                                    [](std::uintptr_t a, const Range& g) { return a < g.begin; }),
+                   range);
+  }
+  chunk_ = chunk.get();
+  chunks_.push_back(std::move(chunk));
+  first_ = range.first;
   used_ = 0;
   size_ = next;
+}
+
+std::uint32_t RecordStore::search(std::uintptr_t a, std::uint32_t& hint) const noexcept {
+  auto it = std::upper_bound(ranges_.begin(), ranges_.end(), a, [](std::uintptr_t x, const Range& g) { return x < g.begin; });
+  --it;  // the record is in some chunk: the last that begins at or below it
+  hint = static_cast<std::uint32_t>(it - ranges_.begin());
+  return it->first + static_cast<std::uint32_t>((a - it->begin) / sizeof(NodeRecord));
 }
 
 // Why 48: graph_bench counts metadata bytes per node against a 96-byte budget (docs/performance.md).

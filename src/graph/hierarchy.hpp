@@ -42,27 +42,55 @@ struct NodeRecord {
   bool removing = false;  // its removal is logged by the transaction in progress (one log entry)
 };
 
+class PublishLock;
+
 /// Where a hierarchy's records live: chunks that never move (handles and the executables' tables
-/// point at records), carved in order. Why not std::deque: its 512-byte blocks hold ten records,
-/// so every tenth node paid a block allocation and a map update; chunks of up to 256 records make
-/// that cost per node negligible while a small graph still allocates little (16, then 64, then 256).
+/// point at records), carved in creation order, of 16, then 64, then 256 records. Each record
+/// has a dense index (creation order, 0-based, `index_of`), found from its address through the
+/// chunks' address ranges: executables keep their per-node versions in a table indexed by it,
+/// which an update of the nodes in creation order walks from one slot to the next. Why not
+/// std::deque: its 512-byte blocks hold ten records (a block allocation every tenth node) and
+/// say nothing of an index.
 class RecordStore {
  public:
   RecordStore() = default;
   RecordStore(const RecordStore&) = delete;
   RecordStore& operator=(const RecordStore&) = delete;
-  /// A fresh record (default state). Throws std::bad_alloc (nothing changed).
-  NodeRecord* make() {
+  /// A fresh record (default state). `publishing` is the hierarchy's publish lock, held
+  /// exclusively while a new chunk's range is recorded (executable updates read the ranges under
+  /// it, without the hierarchy's lock). Throws std::bad_alloc (nothing changed).
+  NodeRecord* make(PublishLock& publishing) {
     if (used_ == size_) [[unlikely]]
-      grow();
+      grow(publishing);
     return &chunk_[used_++];
+  }
+  /// Records made so far: every index is smaller.
+  std::uint32_t size() const noexcept { return first_ + used_; }
+  /// The dense index of `r`, a record of this store. `hint` is the caller's guess of the chunk
+  /// (updated; start with 0): consecutive records cost one range check. The caller holds the
+  /// hierarchy's lock or its publish lock (shared is enough).
+  std::uint32_t index_of(const NodeRecord* r, std::uint32_t& hint) const noexcept {
+    const auto a = reinterpret_cast<std::uintptr_t>(r);
+    if (hint < ranges_.size()) {
+      const Range& g = ranges_[hint];
+      if (a - g.begin < g.bytes) [[likely]]
+        return g.first + static_cast<std::uint32_t>((a - g.begin) / sizeof(NodeRecord));
+    }
+    return search(a, hint);
   }
 
  private:
-  void grow();
+  struct Range {
+    std::uintptr_t begin;
+    std::uintptr_t bytes;
+    std::uint32_t first;  // the index of the chunk's first record
+  };
+  void grow(PublishLock& publishing);
+  std::uint32_t search(std::uintptr_t a, std::uint32_t& hint) const noexcept;
   std::vector<std::unique_ptr<NodeRecord[]>> chunks_;
+  std::vector<Range> ranges_;  // sorted by address
   NodeRecord* chunk_ = nullptr;
-  std::uint32_t used_ = 0, size_ = 0;
+  std::uint32_t first_ = 0, used_ = 0, size_ = 0;
 };
 
 enum class BoxKind : std::uint8_t { root, child, body };
