@@ -9,12 +9,13 @@
 // CALLGRIND_DUMP_STATS_AT (no-ops outside valgrind). Prints on stdout the driver calls the fakes
 // counted on this thread during the operation and, for `--op build`, tether's metadata bytes per
 // node (graph_bench's definition).
-// Usage: instructions --op build|update_all|exec_update|capture|clone --n N [--args 1|3] [--raw]
+// Usage: instructions --op build|update_all|exec_update|capture|clone|capture_exclusive --n N [--args 1|3] [--raw]
 //        instructions --check-fakes   (checks the fake driver's model, see check_fakes)
 //   build:       N chained `e.after(prev).launch(k, Grid{1}, Block{1}, bufs...)` in one edit, committed
 //   update_all:  one edit updating all N nodes to other buffers, committed
 //   exec_update: N per-node GraphExec::update on a fresh executable (the first update of each node)
 //   capture:     tether::capture of N Stream::launch(k, Grid{1}, Block{1}, bufs...), handles kept
+//   capture_exclusive: the same with CaptureStreams::exclusive (tether adds each node itself)
 //   clone:       Graph::clone of an N-node chain (clone + rekey)
 // `--args 3` launches a kernel of three buffer arguments, each node owning three SharedBuffers.
 #include <malloc.h>
@@ -88,12 +89,13 @@ constexpr const char* kPtx = R"(.version 8.0
 }
 )";
 
-enum class Op { build, update_all, exec_update, capture, clone };
-constexpr const char* kOpNames[] = {"build", "update_all", "exec_update", "capture", "clone"};
+enum class Op { build, update_all, exec_update, capture, clone, capture_exclusive };
+constexpr const char* kOpNames[] = {"build", "update_all", "exec_update", "capture", "clone", "capture_exclusive"};
+constexpr int kOps = static_cast<int>(std::size(kOpNames));
 
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
-               "instructions: %s\nusage: instructions --op build|update_all|exec_update|capture|clone --n N "
+               "instructions: %s\nusage: instructions --op build|update_all|exec_update|capture|clone|capture_exclusive --n N "
                "[--args 1|3] [--raw]\n       instructions --check-fakes\n",
                why.c_str());
   std::exit(2);
@@ -229,10 +231,12 @@ void run_tether(Env& env, Op op, int n, bool measure) {
       });
       break;
     }
-    case Op::capture: {
+    case Op::capture:
+    case Op::capture_exclusive: {
       Graph g;
+      const CaptureStreams streams = op == Op::capture ? CaptureStreams::shared : CaptureStreams::exclusive;
       in([&] {
-        g = capture(env.stream, [&] {
+        g = capture(env.stream, CaptureMode::global, streams, [&] {
           for (N& nd : nodes)
             Args<A>::with(env.a,
                           [&](auto&... bufs) { nd = env.stream.launch(k, Grid{1}, Block{1}, bufs...); });
@@ -320,7 +324,8 @@ void run_raw(Env& env, Op op, int n, bool measure) {
       req(detail::raw<Entry::cuGraphExecDestroy>(t, x), "cuGraphExecDestroy");
       break;
     }
-    case Op::capture: {
+    case Op::capture:
+    case Op::capture_exclusive: {
       // As capture_bench's floor with one user object per launch: a stream operation does not
       // know who began the capture, so it asks for the capturing graph.
       CUstream s = env.stream.get();
@@ -562,7 +567,7 @@ int main(int argc, char** argv) {
     std::string s = argv[i];
     if (s == "--op" && i + 1 < argc) {
       std::string v = argv[++i];
-      for (int o = 0; o < 5; ++o)
+      for (int o = 0; o < kOps; ++o)
         if (v == kOpNames[o]) {
           op = static_cast<Op>(o);
           have_op = true;

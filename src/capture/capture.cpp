@@ -35,6 +35,13 @@ struct CaptureState {
   // Context::synchronize was called while this capture was active (cuCtxSynchronize invalidates
   // every capture, in every mode): the likely cause named when the capture turns out invalidated.
   std::atomic<bool> saw_ctx_synchronize{false};
+  // CaptureStreams::exclusive: tether adds kernel, memset, memcpy and host nodes to the graph
+  // itself. Fixed before the capture is registered.
+  bool exclusive = false;
+  // Held around every driver call of an exclusive capture that changes its graph (direct adds,
+  // and the stream calls of its other operations, fork and join): CUDA does not make one graph
+  // object safe for concurrent use, and two threads may issue onto two streams of one capture.
+  std::mutex graph_mu;
 };
 
 namespace {
@@ -459,8 +466,8 @@ void publish_into(CaptureState& st, Box& box) {
   box.anonymous_owners += st.anonymous;
 }
 
-std::shared_ptr<CaptureState> begin(const Stream& stream, CaptureMode mode, std::shared_ptr<Hierarchy> into,
-                                    const char* what) {
+std::shared_ptr<CaptureState> begin(const Stream& stream, CaptureMode mode, CaptureStreams streams,
+                                    std::shared_ptr<Hierarchy> into, const char* what) {
   const ContextState& cs = StreamAccess::state(stream, what);
   const DriverTable& t = *cs.table;
   auto st = std::make_shared<CaptureState>();
@@ -468,6 +475,7 @@ std::shared_ptr<CaptureState> begin(const Stream& stream, CaptureMode mode, std:
   st->ctx = StreamAccess::owner(stream);
   st->origin = stream.get();
   st->h = into ? std::move(into) : Hierarchy::for_capture(t);
+  st->exclusive = streams == CaptureStreams::exclusive;
   ScopedContext scope(cs);
   if (capture_status(t, st->origin, what) != CU_STREAM_CAPTURE_STATUS_NONE)
     throw UsageError(fmt::format("{}: the stream already takes part in a stream capture", what));
@@ -562,11 +570,43 @@ NodeRef submit(const Stream& s, const StreamOp& op, Owners&& owners, const char*
   const std::size_t count = owners.size();
   Staged staged;
   if (!owners.empty()) staged = prepare(t, info.graph, std::move(owners));
-  if (CUresult r = op.issue(t, s.get(), true, &entry); r != CUDA_SUCCESS) {
-    rollback(t, staged);
-    throw_op_error(t, entry, r, what, true, cap ? cap.get() : find_capture_of(s.get()).get());
+  CUgraphNode node = nullptr;
+  std::unique_lock<std::mutex> graph_lock;
+  if (cap && cap->exclusive) graph_lock = std::unique_lock(cap->graph_mu);
+  if (graph_lock && op.direct && before.known) {
+    // CaptureStreams::exclusive: the node is added where the stream call would have put it, and
+    // is known exactly (docs/design/driver-facts.md, "Direct add into a capturing graph").
+    const std::span<const CUgraphNode> deps = before.nodes();
+    if (CUresult r = raw<Entry::cuGraphAddNode>(t, &node, info.graph, deps.data(),
+                                                static_cast<const CUgraphEdgeData*>(nullptr), deps.size(),
+                                                const_cast<CUgraphNodeParams*>(op.params));
+        r != CUDA_SUCCESS) {
+      rollback(t, staged);
+      throw_op_error(t, Entry::cuGraphAddNode, r, what, true, cap.get());
+    }
+    if (CUresult r = raw<Entry::cuStreamUpdateCaptureDependencies>(
+            t, s.get(), &node, static_cast<const CUgraphEdgeData*>(nullptr), std::size_t{1},
+            static_cast<unsigned>(CU_STREAM_SET_CAPTURE_DEPENDENCIES));
+        r != CUDA_SUCCESS) {
+      // The node is in the capturing graph, which a capture cannot remove nodes from: its owners
+      // stay with the graph, anonymously (the capture is invalidated: the only way this fails on
+      // a node just added to the stream's own graph).
+      graph_lock.unlock();
+      lock.unlock();
+      {
+        std::lock_guard cap_lock(cap->mu);
+        cap->anonymous += count;
+      }
+      throw_op_error(t, Entry::cuStreamUpdateCaptureDependencies, r, what, true, cap.get());
+    }
+  } else {
+    if (CUresult r = op.issue(t, s.get(), true, &entry); r != CUDA_SUCCESS) {
+      rollback(t, staged);
+      throw_op_error(t, entry, r, what, true, cap ? cap.get() : find_capture_of(s.get()).get());
+    }
+    node = cap ? identify_captured(t, s.get(), before, op.params->type) : nullptr;
   }
-  CUgraphNode node = cap ? identify_captured(t, s.get(), before, op.params->type) : nullptr;
+  if (graph_lock) graph_lock.unlock();
   lock.unlock();
   if (cap) {
     std::lock_guard cap_lock(cap->mu);
@@ -613,10 +653,10 @@ void keep_on_capture(const Stream& s, Owners&& owners, const char* what) {
 
 }  // namespace
 
-Capture CaptureAccess::begin_in(const Stream& stream, CaptureMode mode, const std::shared_ptr<Hierarchy>& h,
-                                 bool into_body) {
+Capture CaptureAccess::begin_in(const Stream& stream, CaptureMode mode, CaptureStreams streams,
+                                 const std::shared_ptr<Hierarchy>& h, bool into_body) {
   Capture c;
-  c.s_ = begin(stream, mode, h, "Edit::capture");
+  c.s_ = begin(stream, mode, streams, h, "Edit::capture");
   c.s_->into_body = into_body;
   return c;
 }
@@ -676,9 +716,10 @@ NodeRecord* CaptureAccess::end_into(Capture& c, Transaction& tx, Box& box, std::
 namespace tether {
 
 Capture::Capture() noexcept = default;
-Capture::Capture(const Stream& stream, CaptureMode mode) {
+Capture::Capture(const Stream& stream, CaptureMode mode) : Capture(stream, mode, CaptureStreams::shared) {}
+Capture::Capture(const Stream& stream, CaptureMode mode, CaptureStreams streams) {
   detail::check_calls_allowed("Capture");
-  s_ = detail::begin(stream, mode, nullptr, "Capture");
+  s_ = detail::begin(stream, mode, streams, nullptr, "Capture");
 }
 Capture::Capture(Capture&&) noexcept = default;
 Capture& Capture::operator=(Capture&& other) noexcept {
@@ -718,6 +759,8 @@ void Capture::fork(const Stream& other) {
     if (detail::StreamBurst* b = detail::StreamAccess::burst(other)) detail::flush_burst(cs, other.get(), *b);
   detail::room_for_one(st.forked);
   CUevent e = detail::capture_event(st, "Capture::fork");
+  std::unique_lock<std::mutex> graph_lock;
+  if (st.exclusive) graph_lock = std::unique_lock(st.graph_mu);
   detail::call<detail::Entry::cuEventRecord>(t, "Capture::fork: recording the fork point on the origin stream", e,
                                              st.origin);
   detail::call<detail::Entry::cuStreamWaitEvent>(t, "Capture::fork: making the stream wait for the fork point",
@@ -735,6 +778,8 @@ void Capture::join(const Stream& other) {
     throw UsageError("Capture::join: the stream does not take part in this capture (fork it first)");
   if (other.get() == st.origin) throw UsageError("Capture::join: the origin stream cannot join itself");
   CUevent e = detail::capture_event(st, "Capture::join");
+  std::unique_lock<std::mutex> graph_lock;
+  if (st.exclusive) graph_lock = std::unique_lock(st.graph_mu);
   detail::call<detail::Entry::cuEventRecord>(t, "Capture::join: recording the joined stream's work", e, other.get());
   detail::call<detail::Entry::cuStreamWaitEvent>(t, "Capture::join: making the origin wait for it", st.origin, e, 0u);
   std::erase(st.forked, other.get());

@@ -31,6 +31,9 @@ struct StreamAccess {
 struct StreamOp {
   const CUgraphNodeParams* params;
   FunctionRef<CUresult(const DriverTable&, CUstream, bool captured, Entry*)> issue;
+  // The node `params` describe is what the stream call makes under capture, with nothing to set
+  // after it exists: an exclusive capture adds it to the graph itself (CaptureStreams::exclusive).
+  bool direct = false;
 };
 
 /// Issues one stream operation on `s`, keeping `owners` as the class comment of Stream says.
@@ -51,7 +54,12 @@ Node<K> enqueue_as(const Stream& s, const ContextState& cs, Spec<K>& spec, const
   auto issue = [&](const DriverTable& t, CUstream stream, bool captured, Entry* entry) {
     return SpecAccess::enqueue(spec, t, stream, captured, entry);
   };
-  NodeRef r = submit(s, StreamOp{&SpecAccess::params(spec), issue}, std::move(SpecAccess::owners(spec)), what);
+  // Event nodes are not: a direct-added EVENT_RECORD node does not make its event a capture point
+  // (docs/design/driver-facts.md, "Direct add into a capturing graph").
+  constexpr bool direct_kind = std::is_same_v<K, MemsetNode> || std::is_same_v<K, MemcpyNode> ||
+                               std::is_same_v<K, HostNode> || requires { typename K::kernel_tag; };
+  const bool direct = direct_kind && !SpecAccess::has_after_add(spec);
+  NodeRef r = submit(s, StreamOp{&SpecAccess::params(spec), issue, direct}, std::move(SpecAccess::owners(spec)), what);
   return NodeAccess::make<K>(std::move(r), SpecAccess::extra<K>(spec));
 }
 
@@ -101,6 +109,10 @@ class Capture {
   /// pending owners to a marker (which must not be captured). Throws UsageError for an empty
   /// stream, DriverError (CUDA_ERROR_ILLEGAL_STATE if the stream already captures).
   explicit Capture(const Stream& stream, CaptureMode mode = CaptureMode::global);
+  /// The same, saying who may issue onto the capture's streams (CaptureStreams::exclusive: only
+  /// tether operations of this capture, which then add their nodes to the graph directly).
+  /// Since 0.5.
+  Capture(const Stream& stream, CaptureMode mode, CaptureStreams streams);
   Capture(Capture&&) noexcept;
   Capture& operator=(Capture&&) noexcept;
   Capture(const Capture&) = delete;
@@ -145,16 +157,22 @@ class Capture {
 };
 
 /// Captures the stream work `fn` issues on `stream` (and on streams it forks) into a new Graph:
-/// `fn(Capture&)` or `fn()`. Ends the capture when `fn` returns; aborts it (releasing what it
-/// captured) and rethrows if `fn` throws. Throws what Capture and Capture::end throw.
+/// `fn(Capture&)` or `fn()`, with the capture's streams declared (`streams`; see
+/// CaptureStreams). Ends the capture when `fn` returns; aborts it (releasing what it captured)
+/// and rethrows if `fn` throws. Throws what Capture and Capture::end throw. Since 0.5.
 template <class F>
-Graph capture(const Stream& stream, CaptureMode mode, F&& fn) {
-  Capture c(stream, mode);
+Graph capture(const Stream& stream, CaptureMode mode, CaptureStreams streams, F&& fn) {
+  Capture c(stream, mode, streams);
   if constexpr (std::is_invocable_v<F&, Capture&>)
     fn(c);
   else
     fn();
   return c.end();
+}
+/// `capture(stream, mode, CaptureStreams::shared, fn)`.
+template <class F>
+Graph capture(const Stream& stream, CaptureMode mode, F&& fn) {
+  return capture(stream, mode, CaptureStreams::shared, std::forward<F>(fn));
 }
 /// `capture(stream, CaptureMode::global, fn)`.
 template <class F>
@@ -176,7 +194,7 @@ struct CaptureAccess {
   /// Begins a capture whose records are allocated in `h` (an edit's hierarchy).
   /// `into_body`: the region goes into a conditional body (directly or through child graphs),
   /// where CUDA refuses host nodes at instantiation; the capture refuses them at once instead.
-  static Capture begin_in(const Stream& stream, CaptureMode mode, const std::shared_ptr<Hierarchy>& h,
+  static Capture begin_in(const Stream& stream, CaptureMode mode, CaptureStreams streams, const std::shared_ptr<Hierarchy>& h,
                           bool into_body);
   /// Ends an edit's capture and adds its graph to `box` after `deps` as a child graph node
   /// (ownership moved: no copy), publishing the records into its new box. Returns the node and
@@ -201,11 +219,12 @@ class EditCapturing {
 
 template <class Derived, bool InBody>
 template <class F>
-tether::CaptureResult tether::Builder<Derived, InBody>::capture(const Stream& stream, F&& fn, CaptureMode mode) {
+tether::CaptureResult tether::Builder<Derived, InBody>::capture(const Stream& stream, F&& fn, CaptureMode mode,
+                                                              CaptureStreams streams) {
   detail::Site s = site("Edit::capture");
   bool into_body = InBody;
   for (const detail::Box* b = s.box; b && !into_body; b = b->parent) into_body = b->kind == detail::BoxKind::body;
-  Capture c = detail::CaptureAccess::begin_in(stream, mode, s.tx->shared(), into_body);
+  Capture c = detail::CaptureAccess::begin_in(stream, mode, streams, s.tx->shared(), into_body);
   {
     detail::EditCapturing capturing(*s.tx);
     if constexpr (std::is_invocable_v<F&, Capture&>)

@@ -175,9 +175,12 @@ class Builder {
   /// the returned child graph. While `fn` runs, this edit's creators and updates throw UsageError.
   /// If `fn` throws or the capture fails, nothing is added and everything captured is released
   /// once. Throws what Capture and Capture::end throw, DriverError from the add (a graph with
-  /// conditional nodes cannot be a child graph).
+  /// conditional nodes cannot be a child graph). `streams` says who may issue onto the capture's
+  /// streams meanwhile (CaptureStreams::exclusive: only this capture's tether operations, which
+  /// then add their nodes directly; since 0.5).
   template <class F>
-  CaptureResult capture(const Stream& stream, F&& fn, CaptureMode mode = CaptureMode::global);
+  CaptureResult capture(const Stream& stream, F&& fn, CaptureMode mode = CaptureMode::global,
+                        CaptureStreams streams = CaptureStreams::shared);
 
   /// A conditional handle for if_/if_else/while_/switch_ nodes of this graph
   /// (cuGraphConditionalHandleCreate). With `reset_each_launch`, the value is set to

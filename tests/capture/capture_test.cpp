@@ -6,7 +6,9 @@
 // and the errors of each. Runs on both drivers.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
+#include <thread>
 #include <optional>
 #include <unordered_set>
 
@@ -1002,4 +1004,115 @@ TEST_CASE_FIXTURE(DslFixture, "a captured node is identified exactly when other 
         CHECK(read(x) == std::vector<float>(64, 5.0f));
         CHECK(g->node_count() == static_cast<std::size_t>(2 + before + after));
       }
+}
+
+// CaptureStreams::exclusive (docs/capture.md, "Exclusive captures"): tether adds kernel, memset,
+// memcpy and host nodes to the capturing graph itself.
+TEST_CASE_FIXTURE(DslFixture, "in an exclusive capture, in every mode, kernel, memset, memcpy and host operations get "
+                              "the exact handles of their nodes, in stream order, without identification queries, "
+                              "and the graph runs them with their owners kept") {
+  for (CaptureMode mode : {CaptureMode::global, CaptureMode::thread_local_, CaptureMode::relaxed}) {
+    CAPTURE(static_cast<int>(mode));
+    SharedBuffer<float> x = buffer(64, 0.0f), y = buffer(64, 0.0f);
+    auto ran = std::make_shared<std::atomic<int>>(0);
+    std::weak_ptr<std::atomic<int>> ran_alive = ran;
+    Node<MemsetNode> set;
+    Node<KernelNode<float*, float, int>> fill;
+    Node<MemcpyNode> copy;
+    Node<HostNode> host;
+    if (simulated) sim::reset_call_counts();
+    Graph g = tether::capture(stream, mode, CaptureStreams::exclusive, [&] {
+      set = stream.memset(x, 1.0f);
+      fill = stream.launch(k.scale, Grid{1}, Block{64}, x, 3.0f, 64);
+      copy = stream.memcpy(y, x);
+      host = stream.host([r = std::move(ran)] { r->fetch_add(1); });
+    });
+    if (simulated) {
+      CHECK(sim::call_count("cuGraphNodeGetDependencies") == 0);  // nothing to identify
+      CHECK(sim::call_count("cuGraphAddNode") == 4);
+      CHECK(sim::call_count("cuStreamUpdateCaptureDependencies") == 4);
+      CHECK(sim::call_count("cuLaunchKernel") == 0);
+    }
+    REQUIRE(set.valid());
+    REQUIRE(fill.valid());
+    REQUIRE(copy.valid());
+    REQUIRE(host.valid());
+    // Each handle is its own node, and the four form one chain in stream order.
+    const std::vector<Edge> edges = g.edges();
+    CHECK(edges.size() == 3);
+    auto has_edge = [&](CUgraphNode a, CUgraphNode b) {
+      return std::any_of(edges.begin(), edges.end(), [&](const Edge& e) { return e.from.get() == a && e.to.get() == b; });
+    };
+    CHECK(has_edge(set.get(), fill.get()));
+    CHECK(has_edge(fill.get(), copy.get()));
+    CHECK(has_edge(copy.get(), host.get()));
+    GraphExec exec = g.instantiate();
+    exec.launch(stream);
+    stream.synchronize();
+    CHECK(read(y) == std::vector<float>(64, 3.0f));
+    CHECK(ran_alive.lock()->load() == 1);  // the graph keeps the host callable
+    exec.update(fill, Grid{1}, Block{64}, x, 5.0f, 64);  // an exact handle updates its own node
+    exec.launch(stream);
+    stream.synchronize();
+    CHECK(read(y) == std::vector<float>(64, 5.0f));
+    exec.reset();
+    g = Graph{};
+    CHECK(wait_released(ctx));
+    CHECK(ran_alive.expired());  // released with the graph, once
+  }
+}
+
+TEST_CASE_FIXTURE(DslFixture, "in an exclusive capture, operations that keep their stream calls (event record and "
+                              "wait, attributed launches) and tether operations from two threads on two forked "
+                              "streams build a graph with every node known and every edge in place") {
+  SharedBuffer<float> a = buffer(64, 0.0f), b = buffer(64, 0.0f);
+  Stream other = ctx.make_stream();
+  Event ev = ctx.make_event();
+  constexpr int kOps = 100;
+  std::vector<Node<KernelNode<float*, float, int>>> on_a, on_b;
+  Node<KernelNode<float*, float, int>> attributed;
+  Node<EventRecordNode> rec;
+  Graph g = tether::capture(stream, CaptureMode::relaxed, CaptureStreams::exclusive, [&](Capture& c) {
+    stream.memset(a, 0.0f);
+    c.fork(other);
+    std::thread t([&] {
+      for (int i = 0; i < kOps; ++i) on_b.push_back(other.launch(k.fill, Grid{1}, Block{64}, b, float(i), 64));
+    });
+    for (int i = 0; i < kOps; ++i) on_a.push_back(stream.launch(k.scale, Grid{1}, Block{64}, a, 1.0f, 64));
+    t.join();
+    attributed = stream.launch(k.fill, Launch{Grid{1}, Block{64}}.priority(1), a, 2.0f, 64);
+    rec = stream.record_external(ev);
+    c.join(other);
+  });
+  for (const auto& n : on_a) CHECK(n.valid());
+  for (const auto& n : on_b) CHECK(n.valid());
+  CHECK(attributed.valid());  // a stream call, identified as in a shared capture
+  CHECK(rec.valid());
+  GraphExec exec = g.instantiate();
+  exec.launch(stream);
+  stream.synchronize();
+  CHECK(read(a) == std::vector<float>(64, 2.0f));
+  CHECK(read(b) == std::vector<float>(64, float(kOps - 1)));  // the branch ran in its stream order
+  // Every launch on `other` follows the one before it: the branch is one chain.
+  const std::vector<Edge> edges = g.edges();
+  for (int i = 1; i < kOps; ++i)
+    CHECK(std::any_of(edges.begin(), edges.end(), [&](const Edge& e) {
+      return e.from.get() == on_b[i - 1].get() && e.to.get() == on_b[i].get();
+    }));
+}
+
+TEST_CASE_FIXTURE(DslFixture, "Edit::capture with exclusive streams adds the region as a child graph whose directly "
+                              "added nodes have exact handles") {
+  SharedBuffer<float> x = buffer(64, 0.0f);
+  Graph g{ctx};
+  Node<KernelNode<float*, float, int>> inside;
+  g.edit([&](Edit& e) {
+    auto first = e.memset(x, 2.0f);
+    e.after(first).capture(
+        stream, [&] { inside = stream.launch(k.scale, Grid{1}, Block{64}, x, 4.0f, 64); }, CaptureMode::global,
+        CaptureStreams::exclusive);
+  });
+  REQUIRE(inside.valid());
+  run(g);
+  CHECK(read(x) == std::vector<float>(64, 8.0f));
 }
