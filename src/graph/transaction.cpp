@@ -202,24 +202,23 @@ void Transaction::remove(NodeRecord* r) {
   r->removing = true;
 }
 
-void Transaction::connect(NodeRecord* from, NodeRecord* to) {
-  if (capturing_) [[unlikely]]
-    throw_capturing();
-  if (from->box != to->box) throw UsageError("cannot connect nodes of different graphs");
-  reserve_one();
-  call<Entry::cuGraphAddDependencies>(*h_->drv, "adding an edge", from->box->graph, &from->node, &to->node,
-                                      static_cast<const CUgraphEdgeData*>(nullptr), std::size_t{1});
-  ops_.push_back(Op{Kind::connect, from, to, {}, {}});
-}
+void Transaction::connect(NodeRecord* from, NodeRecord* to) { change_edge(from, to, true); }
+void Transaction::disconnect(NodeRecord* from, NodeRecord* to) { change_edge(from, to, false); }
 
-void Transaction::disconnect(NodeRecord* from, NodeRecord* to) {
+void Transaction::change_edge(NodeRecord* from, NodeRecord* to, bool add) {
   if (capturing_) [[unlikely]]
     throw_capturing();
-  if (from->box != to->box) throw UsageError("cannot disconnect nodes of different graphs");
+  if (from->box != to->box)
+    throw UsageError(fmt::format("cannot {} nodes of different graphs", add ? "connect" : "disconnect"));
   reserve_one();
-  call<Entry::cuGraphRemoveDependencies>(*h_->drv, "removing an edge", from->box->graph, &from->node, &to->node,
-                                         static_cast<const CUgraphEdgeData*>(nullptr), std::size_t{1});
-  ops_.push_back(Op{Kind::disconnect, from, to, {}, {}});
+  const DriverTable& drv = *h_->drv;
+  CUgraph g = from->box->graph;
+  const auto* no_data = static_cast<const CUgraphEdgeData*>(nullptr);
+  if (add)
+    call<Entry::cuGraphAddDependencies>(drv, "adding an edge", g, &from->node, &to->node, no_data, std::size_t{1});
+  else
+    call<Entry::cuGraphRemoveDependencies>(drv, "removing an edge", g, &from->node, &to->node, no_data, std::size_t{1});
+  ops_.push_back(Op{add ? Kind::connect : Kind::disconnect, from, to, {}, {}});
 }
 
 void Transaction::remove_now(NodeRecord* r) noexcept {

@@ -112,6 +112,7 @@ class Transaction {
   };
   static_assert(std::is_trivially_copyable_v<Op>, "the log grows by memcpy");
   void undo_one(Op& op) noexcept;
+  void change_edge(NodeRecord* from, NodeRecord* to, bool add);
   void reserve_one();
   [[noreturn]] static void throw_wrong_thread(std::string_view what);
   void finish() noexcept;

@@ -122,29 +122,38 @@ thread_local RelaxedTables t_relaxed;
 
 }  // namespace
 
+namespace {
+// cuThreadExchangeStreamCaptureMode to RELAXED; the previous mode into `previous`, or the failure
+// reported (`why` says what that means) and false.
+bool exchange_to_relaxed(const DriverTable& t, CUstreamCaptureMode& previous, const char* why) noexcept {
+  previous = CU_STREAM_CAPTURE_MODE_RELAXED;
+  if (CUresult res = raw<Entry::cuThreadExchangeStreamCaptureMode>(t, &previous); res != CUDA_SUCCESS) {
+    report_failure(t, Entry::cuThreadExchangeStreamCaptureMode, res, why);
+    return false;
+  }
+  return true;
+}
+}  // namespace
+
 void relax_capture_mode(const DriverTable& t) noexcept {
   RelaxedTables& r = t_relaxed;
   for (std::size_t i = 0; i < r.n; ++i)
     if (r.entries[i].first == &t) return;
   if (r.n == r.entries.size()) return;  // more drivers than tether ever opens: nothing remembered
-  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-  if (CUresult res = raw<Entry::cuThreadExchangeStreamCaptureMode>(t, &mode); res != CUDA_SUCCESS) {
-    report_failure(t, Entry::cuThreadExchangeStreamCaptureMode, res,
-                   "switching tether's releasing thread to relaxed capture mode (a GLOBAL-mode capture on another "
-                   "thread may be invalidated by its releases)");
+  CUstreamCaptureMode mode{};
+  if (!exchange_to_relaxed(t, mode,
+                           "switching tether's releasing thread to relaxed capture mode (a GLOBAL-mode capture on "
+                           "another thread may be invalidated by its releases)"))
     return;
-  }
   r.entries[r.n++] = {&t, mode};
 }
 
 RelaxedScope::RelaxedScope(const DriverTable& t) noexcept {
-  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-  if (CUresult r = raw<Entry::cuThreadExchangeStreamCaptureMode>(t, &mode); r != CUDA_SUCCESS) {
-    report_failure(t, Entry::cuThreadExchangeStreamCaptureMode, r,
-                   "switching to relaxed capture mode for a call that may invalidate a stream capture (it runs in "
-                   "the thread's own mode)");
+  CUstreamCaptureMode mode{};
+  if (!exchange_to_relaxed(t, mode,
+                           "switching to relaxed capture mode for a call that may invalidate a stream capture (it "
+                           "runs in the thread's own mode)"))
     return;
-  }
   t_ = &t;
   previous_ = mode;
 }

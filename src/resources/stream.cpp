@@ -151,12 +151,21 @@ CUstream Stream::release() noexcept {
   return handle_.release();
 }
 
+namespace {
+// Why refused before any driver call: waiting for or querying a capturing stream invalidates its
+// capture in every mode (capture facts c4).
+void refuse_capturing(const detail::DriverTable& t, CUstream s, const char* what, const char* doing) {
+  if (detail::capture_status(t, s, what) != CU_STREAM_CAPTURE_STATUS_NONE)
+    throw UsageError(fmt::format("{}: the stream is capturing ({} it would invalidate the capture); end the capture "
+                                 "first",
+                                 what, doing));
+}
+}  // namespace
+
 void Stream::synchronize() const {
   const detail::ContextState& s = state("Stream::synchronize");
   detail::ScopedContext scope(s);
-  if (detail::capture_status(*s.table, get(), "Stream::synchronize") != CU_STREAM_CAPTURE_STATUS_NONE)
-    throw UsageError("Stream::synchronize: the stream is capturing (synchronizing it would invalidate the capture); "
-                     "end the capture first");
+  refuse_capturing(*s.table, get(), "Stream::synchronize", "synchronizing");
   // The burst goes to a marker; if the marker cannot be queued, the owners are held here and
   // released once the wait below has seen the stream pass them (the failure is reported).
   Owners passed;
@@ -186,9 +195,7 @@ void Stream::synchronize() const {
 bool Stream::query() const {
   const detail::ContextState& s = state("Stream::query");
   detail::ScopedContext scope(s);
-  if (detail::capture_status(*s.table, get(), "Stream::query") != CU_STREAM_CAPTURE_STATUS_NONE)
-    throw UsageError("Stream::query: the stream is capturing (querying it would invalidate the capture); end the "
-                     "capture first");
+  refuse_capturing(*s.table, get(), "Stream::query", "querying");
   detail::RelaxedScope relaxed(*s.table);
   CUresult r = detail::raw<detail::Entry::cuStreamQuery>(*s.table, get());
   if (r == CUDA_SUCCESS) return true;
