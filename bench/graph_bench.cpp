@@ -44,7 +44,7 @@ void operator delete(void* p) noexcept {
   std::free(p);
 }
 void operator delete(void* p, std::size_t) noexcept { operator delete(p); }
-// Aligned allocations (a hierarchy's record chunks) are counted too.
+// Aligned allocations (owner groups of over-aligned owners) are counted too.
 void* operator new(std::size_t n, std::align_val_t a) {
   const std::size_t al = static_cast<std::size_t>(a);
   void* p = std::aligned_alloc(al, (n + al - 1) & ~(al - 1));

@@ -60,7 +60,7 @@ void operator delete(void* p) noexcept {
 void operator delete(void* p, std::size_t) noexcept {
   operator delete(p);
 }
-// Aligned allocations (a hierarchy's record chunks) are counted too.
+// Aligned allocations (owner groups of over-aligned owners) are counted too.
 void* operator new(std::size_t n, std::align_val_t a) {
   void* p = std::aligned_alloc(static_cast<std::size_t>(a), (n + static_cast<std::size_t>(a) - 1) & ~(static_cast<std::size_t>(a) - 1));
   if (!p) throw std::bad_alloc();

@@ -42,6 +42,10 @@ struct CaptureState {
   // and the stream calls of its other operations, fork and join): CUDA does not make one graph
   // object safe for concurrent use, and two threads may issue onto two streams of one capture.
   std::mutex graph_mu;
+  /// `graph_mu`, held, for an exclusive capture; nothing for a shared one.
+  std::unique_lock<std::mutex> lock_graph() {
+    return exclusive ? std::unique_lock<std::mutex>(graph_mu) : std::unique_lock<std::mutex>();
+  }
 };
 
 namespace {
@@ -571,8 +575,7 @@ NodeRef submit(const Stream& s, const StreamOp& op, Owners&& owners, const char*
   Staged staged;
   if (!owners.empty()) staged = prepare(t, info.graph, std::move(owners));
   CUgraphNode node = nullptr;
-  std::unique_lock<std::mutex> graph_lock;
-  if (cap && cap->exclusive) graph_lock = std::unique_lock(cap->graph_mu);
+  std::unique_lock<std::mutex> graph_lock = cap ? cap->lock_graph() : std::unique_lock<std::mutex>();
   if (graph_lock && op.direct && before.known) {
     // CaptureStreams::exclusive: the node is added where the stream call would have put it, and
     // is known exactly (docs/design/driver-facts.md, "Direct add into a capturing graph").
@@ -759,8 +762,7 @@ void Capture::fork(const Stream& other) {
     if (detail::StreamBurst* b = detail::StreamAccess::burst(other)) detail::flush_burst(cs, other.get(), *b);
   detail::room_for_one(st.forked);
   CUevent e = detail::capture_event(st, "Capture::fork");
-  std::unique_lock<std::mutex> graph_lock;
-  if (st.exclusive) graph_lock = std::unique_lock(st.graph_mu);
+  std::unique_lock<std::mutex> graph_lock = st.lock_graph();
   detail::call<detail::Entry::cuEventRecord>(t, "Capture::fork: recording the fork point on the origin stream", e,
                                              st.origin);
   detail::call<detail::Entry::cuStreamWaitEvent>(t, "Capture::fork: making the stream wait for the fork point",
@@ -778,8 +780,7 @@ void Capture::join(const Stream& other) {
     throw UsageError("Capture::join: the stream does not take part in this capture (fork it first)");
   if (other.get() == st.origin) throw UsageError("Capture::join: the origin stream cannot join itself");
   CUevent e = detail::capture_event(st, "Capture::join");
-  std::unique_lock<std::mutex> graph_lock;
-  if (st.exclusive) graph_lock = std::unique_lock(st.graph_mu);
+  std::unique_lock<std::mutex> graph_lock = st.lock_graph();
   detail::call<detail::Entry::cuEventRecord>(t, "Capture::join: recording the joined stream's work", e, other.get());
   detail::call<detail::Entry::cuStreamWaitEvent>(t, "Capture::join: making the origin wait for it", st.origin, e, 0u);
   std::erase(st.forked, other.get());

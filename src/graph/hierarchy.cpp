@@ -298,9 +298,7 @@ void RecordStore::grow(PublishLock& publishing) {
                     first_ + used_};
   {
     std::lock_guard lock(publishing);
-    ranges_.insert(std::upper_bound(ranges_.begin(), ranges_.end(), range.begin,
-                                    [](std::uintptr_t a, const Range& g) { return a < g.begin; }),
-                   range);
+    ranges_.insert(after(range.begin), range);
   }
   chunk_ = chunk.get();
   chunks_.push_back(std::move(chunk));
@@ -309,8 +307,12 @@ void RecordStore::grow(PublishLock& publishing) {
   size_ = next;
 }
 
+std::vector<RecordStore::Range>::const_iterator RecordStore::after(std::uintptr_t a) const noexcept {
+  return std::upper_bound(ranges_.begin(), ranges_.end(), a, [](std::uintptr_t x, const Range& g) { return x < g.begin; });
+}
+
 std::uint32_t RecordStore::search(std::uintptr_t a, std::uint32_t& hint) const noexcept {
-  auto it = std::upper_bound(ranges_.begin(), ranges_.end(), a, [](std::uintptr_t x, const Range& g) { return x < g.begin; });
+  auto it = after(a);
   --it;  // the record is in some chunk: the last that begins at or below it
   hint = static_cast<std::uint32_t>(it - ranges_.begin());
   return it->first + static_cast<std::uint32_t>((a - it->begin) / sizeof(NodeRecord));

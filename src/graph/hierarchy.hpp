@@ -87,6 +87,8 @@ class RecordStore {
   };
   void grow(PublishLock& publishing);
   std::uint32_t search(std::uintptr_t a, std::uint32_t& hint) const noexcept;
+  // The first chunk that begins above address `a`.
+  std::vector<Range>::const_iterator after(std::uintptr_t a) const noexcept;
   std::vector<std::unique_ptr<NodeRecord[]>> chunks_;
   std::vector<Range> ranges_;  // sorted by address
   NodeRecord* chunk_ = nullptr;

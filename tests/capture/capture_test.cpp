@@ -1008,6 +1008,12 @@ TEST_CASE_FIXTURE(DslFixture, "a captured node is identified exactly when other 
 
 // CaptureStreams::exclusive (docs/capture.md, "Exclusive captures"): tether adds kernel, memset,
 // memcpy and host nodes to the capturing graph itself.
+namespace {
+bool has_edge(const std::vector<Edge>& edges, CUgraphNode from, CUgraphNode to) {
+  return std::any_of(edges.begin(), edges.end(), [&](const Edge& e) { return e.from.get() == from && e.to.get() == to; });
+}
+}  // namespace
+
 TEST_CASE_FIXTURE(DslFixture, "in an exclusive capture, in every mode, kernel, memset, memcpy and host operations get "
                               "the exact handles of their nodes, in stream order, without identification queries, "
                               "and the graph runs them with their owners kept") {
@@ -1040,12 +1046,9 @@ TEST_CASE_FIXTURE(DslFixture, "in an exclusive capture, in every mode, kernel, m
     // Each handle is its own node, and the four form one chain in stream order.
     const std::vector<Edge> edges = g.edges();
     CHECK(edges.size() == 3);
-    auto has_edge = [&](CUgraphNode a, CUgraphNode b) {
-      return std::any_of(edges.begin(), edges.end(), [&](const Edge& e) { return e.from.get() == a && e.to.get() == b; });
-    };
-    CHECK(has_edge(set.get(), fill.get()));
-    CHECK(has_edge(fill.get(), copy.get()));
-    CHECK(has_edge(copy.get(), host.get()));
+    CHECK(has_edge(edges, set.get(), fill.get()));
+    CHECK(has_edge(edges, fill.get(), copy.get()));
+    CHECK(has_edge(edges, copy.get(), host.get()));
     GraphExec exec = g.instantiate();
     exec.launch(stream);
     stream.synchronize();
@@ -1095,10 +1098,7 @@ TEST_CASE_FIXTURE(DslFixture, "in an exclusive capture, operations that keep the
   CHECK(read(b) == std::vector<float>(64, float(kOps - 1)));  // the branch ran in its stream order
   // Every launch on `other` follows the one before it: the branch is one chain.
   const std::vector<Edge> edges = g.edges();
-  for (int i = 1; i < kOps; ++i)
-    CHECK(std::any_of(edges.begin(), edges.end(), [&](const Edge& e) {
-      return e.from.get() == on_b[i - 1].get() && e.to.get() == on_b[i].get();
-    }));
+  for (int i = 1; i < kOps; ++i) CHECK(has_edge(edges, on_b[i - 1].get(), on_b[i].get()));
 }
 
 TEST_CASE_FIXTURE(DslFixture, "Edit::capture with exclusive streams adds the region as a child graph whose directly "
