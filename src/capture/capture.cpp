@@ -11,8 +11,10 @@
 
 namespace tether::detail {
 
-// One capture begun by tether. Records are allocated in `h` (a hierarchy of its own, or an
-// edit's); they stay pending, with no box, until the capture ends well.
+// One capture begun by tether: a change set whose additions the driver made. Records are
+// allocated in `h` (a hierarchy of its own, or an edit's) and staged in `ledger`; they stay
+// pending, with no box, until the capture ends well: `Capture::end` publishes the ledger into the
+// new graph, `Edit::capture` merges it into the edit's.
 struct CaptureState {
   const DriverTable* drv = nullptr;
   ContextPtr ctx;
@@ -20,13 +22,9 @@ struct CaptureState {
   std::uint64_t id = 0;
   CUgraph graph = nullptr;
   std::shared_ptr<Hierarchy> h;
-  std::mutex mu;  // the lists below: stream operations may come from any thread
-  struct Captured {
-    NodeRecord* rec;
-    Staged staged;
-  };
-  std::vector<Captured> nodes;
-  std::size_t anonymous = 0;
+  std::mutex mu;  // the ledger and lists below: stream operations may come from any thread
+  Ledger ledger;
+  std::size_t anonymous = 0;  // owners retained on the graph by no node (staged as kept when it ends)
   std::vector<CUstream> forked;  // forked by Capture::fork and not joined yet
   std::vector<CUevent> events;   // made by fork / join, destroyed when the capture is over
   // An edit's region for a conditional body: no host functions. Atomic: set just after the
@@ -304,12 +302,7 @@ std::string invalidation_cause(const CaptureState* st) {
 // Pending records of a capture that will not become a graph's: their handles go invalid.
 void free_records(CaptureState& st) noexcept {
   std::lock_guard lock(st.mu);
-  for (CaptureState::Captured& c : st.nodes)
-    if (c.rec->pending) {
-      c.rec->generation.fetch_add(1, std::memory_order_acq_rel);
-      st.h->free_record(c.rec);
-    }
-  st.nodes.clear();
+  st.ledger.discard(*st.h);
 }
 
 void destroy_events(CaptureState& st) noexcept {
@@ -415,59 +408,27 @@ bool has_host_node(const DriverTable& t, CUgraph g) {
   return false;
 }
 
-// Publishes the records of a capture into `box` (its graph is the captured one) in the graph's
-// own node order, with records for the nodes other code captured (no owners). Allocates (new
-// records); a failure leaves what was published to the caller's cleanup.
-void publish_into(CaptureState& st, Box& box) {
+// Orders the capture's ledger as graph `g` (the captured graph) lists its nodes, with records for
+// the nodes other code captured (no owners), and stages its anonymous owners. Allocates (new
+// records); on failure the ledger is as it was (the caller discards it).
+void order_captured(CaptureState& st, CUgraph g) {
   const DriverTable& t = *st.drv;
-  Hierarchy& h = *st.h;
   std::size_t n = 0;
-  call<Entry::cuGraphGetNodes>(t, "counting a captured graph's nodes", box.graph, static_cast<CUgraphNode*>(nullptr), &n);
+  call<Entry::cuGraphGetNodes>(t, "counting a captured graph's nodes", g, static_cast<CUgraphNode*>(nullptr), &n);
   std::lock_guard lock(st.mu);
-  auto publish = [&](CaptureState::Captured& c) {
-    NodeRecord* r = c.rec;
-    r->box = &box;
-    r->pending = false;
-    h.publish(box, r);
-    commit(t, r->current, c.staged);
-  };
-  if (n == st.nodes.size()) {
-    // Every node is one tether issued (the usual case): no listing, records in capture order.
-    for (CaptureState::Captured& c : st.nodes) publish(c);
-    st.nodes.clear();
-    box.anonymous_owners += st.anonymous;
-    return;
+  st.ledger.reserve(1);
+  if (n != st.ledger.captured()) {
+    // Other code captured nodes too: the graph's own order, with records for them.
+    std::vector<CUgraphNode> nodes(n);
+    if (n) call<Entry::cuGraphGetNodes>(t, "listing a captured graph's nodes", g, nodes.data(), &n);
+    st.ledger.order_as(std::span<const CUgraphNode>(nodes.data(), n), *st.h, [&](CUgraphNode node) {
+      CUgraphNodeType type{};
+      call<Entry::cuGraphNodeGetType>(t, "reading a captured node's type", node, &type);
+      return type;
+    });
+    st.ledger.reserve(1);
   }
-  std::vector<CUgraphNode> nodes(n);
-  if (n) call<Entry::cuGraphGetNodes>(t, "listing a captured graph's nodes", box.graph, nodes.data(), &n);
-  std::unordered_map<CUgraphNode, CaptureState::Captured*> mine;
-  mine.reserve(st.nodes.size());
-  for (CaptureState::Captured& c : st.nodes) mine.emplace(c.rec->node, &c);
-  for (CUgraphNode node : nodes) {
-    auto it = mine.find(node);
-    if (it != mine.end()) {
-      publish(*it->second);
-      continue;
-    }
-    CUgraphNodeType type{};
-    call<Entry::cuGraphNodeGetType>(t, "reading a captured node's type", node, &type);
-    NodeRecord* r = h.allocate_record();
-    r->node = node;
-    r->type = type;
-    r->box = &box;
-    h.untracked.insert(r);
-    h.publish(box, r);
-  }
-  // Captured nodes the graph no longer lists cannot exist (a capturing graph refuses node
-  // destruction, capture facts c3g); were there any, their versions stay anonymous owners.
-  for (CaptureState::Captured& c : st.nodes)
-    if (c.rec->pending) {
-      ++st.anonymous;
-      c.rec->generation.fetch_add(1, std::memory_order_acq_rel);
-      h.free_record(c.rec);
-    }
-  st.nodes.clear();
-  box.anonymous_owners += st.anonymous;
+  if (st.anonymous) st.ledger.stage_kept(std::exchange(st.anonymous, 0));
 }
 
 std::shared_ptr<CaptureState> begin(const Stream& stream, CaptureMode mode, CaptureStreams streams,
@@ -615,12 +576,12 @@ NodeRef submit(const Stream& s, const StreamOp& op, Owners&& owners, const char*
     std::lock_guard cap_lock(cap->mu);
     if (node) {
       try {
-        room_for_one(cap->nodes);
+        cap->ledger.reserve(1);
         NodeRecord* rec = cap->h->allocate_record();
         rec->node = node;
         rec->type = op.params->type;
         rec->pending = true;
-        cap->nodes.push_back({rec, staged});
+        cap->ledger.stage_captured(rec, staged);
         return NodeRef{cap->h, rec, rec->generation.load(std::memory_order_acquire)};
       } catch (...) {
         // No memory for the record: the owners stay on the graph anonymously (never dangling).
@@ -696,15 +657,22 @@ NodeRecord* CaptureAccess::end_into(Capture& c, Transaction& tx, Box& box, std::
   p.graph.ownership = CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE;
   bool moved = false;
   try {
-    return tx.add(box, deps, p, std::move(owners), "a captured region", [&](Hierarchy& h, NodeRecord* rec) {
+    order_captured(*st, g);
+    tx.reserve(st->ledger.size() + 1);  // the child node's add and the merge below
+    NodeRecord* rec = tx.add(box, deps, p, std::move(owners), "a captured region", [&](Hierarchy& h, NodeRecord* r) {
       moved = true;  // the node owns the graph now: undoing the add destroys it with its owners
       CUgraph child = nullptr;
-      call<Entry::cuGraphChildGraphNodeGetGraph>(t, "finding a captured region's graph", rec->node, &child);
-      Box& b = h.add_box(child, &box, rec, BoxKind::child);
+      call<Entry::cuGraphChildGraphNodeGetGraph>(t, "finding a captured region's graph", r->node, &child);
+      Box& b = h.add_box(child, &box, r, BoxKind::child);
       b.captured = true;  // inspect: a captured region, not an embedded copy
       *made = &b;
-      publish_into(*st, b);
     });
+    // The captured nodes are the edit's from here: a rollback retires them (and its undo of the
+    // child node destroys them, and their versions, with the region's graph).
+    std::lock_guard lock(st->mu);
+    st->ledger.place(**made);
+    tx.merge(st->ledger);
+    return rec;
   } catch (...) {
     if (!moved)
       if (CUresult d = raw<Entry::cuGraphDestroy>(t, g); d != CUDA_SUCCESS)
@@ -819,10 +787,15 @@ Graph Capture::end() {
     throw;
   }
   try {
-    detail::publish_into(*st, h.root());
+    detail::order_captured(*st, g);
   } catch (...) {
     detail::free_records(*st);
     throw;  // the graph goes with the hierarchy, and its owners with it
+  }
+  {
+    std::lock_guard lock(st->mu);
+    st->ledger.place(h.root());
+    st->ledger.publish(h);  // the hierarchy is not shared yet: no lock to publish under
   }
   return detail::GraphAccess::make_graph(detail::context_from(st->ctx), st->h);
 }

@@ -4,15 +4,6 @@
 
 namespace tether::detail {
 
-namespace {
-
-void mark_unusable(Hierarchy& h, const char* why, std::string_view detail) noexcept {
-  if (!h.unusable) h.unusable = why;
-  report_error(why, detail);
-}
-
-}  // namespace
-
 Transaction::Transaction(std::shared_ptr<Hierarchy> h) { open(std::move(h)); }
 
 void Transaction::open(std::shared_ptr<Hierarchy> h) {
@@ -65,7 +56,7 @@ Transaction* Transaction::lease(std::shared_ptr<Hierarchy> h) {
 void Transaction::give_back(Transaction* t) noexcept {
   if (!t->done_) t->rollback();
   t->h_.reset();  // outside the pool's lock: the last reference may destroy the graph
-  if (t->ops_.capacity() > kKeptLog) std::vector<Op>().swap(t->ops_);
+  t->ledger_.trim(kKeptLog);
   std::lock_guard lock(pool_mutex());
   try {
     pool().push_back(t);
@@ -87,9 +78,6 @@ void Transaction::throw_capturing() {
 }
 
 void Transaction::finish() noexcept {
-  ops_.clear();
-  names_before_.clear();
-  arena_.clear();
   done_ = true;
   serial_.fetch_add(1, std::memory_order_release);  // every insertion point of this edit is stale now
   h_->mu.unlock();  // from any thread: an edit dropped elsewhere rolls back and unlocks there
@@ -138,7 +126,7 @@ NodeRecord* Transaction::add(Box& box, std::span<NodeRecord* const> deps, CUgrap
       throw UsageError(fmt::format("cannot add {}: a dependency is a node of another graph", what));
     d[i] = deps[i]->node;
   }
-  reserve_one();  // so that logging the operation cannot fail after the driver call
+  ledger_.reserve(1);  // so that staging the operation cannot fail after the driver call
   NodeRecord* rec = h_->allocate_record();
   Staged st;
   try {
@@ -159,13 +147,12 @@ NodeRecord* Transaction::add(Box& box, std::span<NodeRecord* const> deps, CUgrap
   rec->type = params.type;
   rec->box = &box;
   rec->pending = true;
-  ops_.push_back(Op{Kind::add, rec, nullptr, st, {}});
+  ledger_.stage_add(rec, st);
   if (after) {
     try {
       after(*h_, rec);
     } catch (...) {
-      undo_one(ops_.back());
-      ops_.pop_back();
+      ledger_.discard_last(*h_);
       throw;
     }
   }
@@ -176,7 +163,7 @@ void Transaction::update(NodeRecord* r, Owners&& owners, ApplyFn apply, Undo und
   ReleaseIfUnused guard(owners);
   if (capturing_) [[unlikely]]
     throw_capturing();
-  reserve_one();
+  ledger_.reserve(1);
   Staged st = prepare(*h_->drv, r->box->graph, std::move(owners));
   try {
     apply();
@@ -184,22 +171,14 @@ void Transaction::update(NodeRecord* r, Owners&& owners, ApplyFn apply, Undo und
     detail::rollback(*h_->drv, st);
     throw;
   }
-  ops_.push_back(Op{Kind::update, r, nullptr, st, undo, r->box});  // cannot throw: room was made above
-}
-
-void Transaction::reserve_one() {
-  // Geometric growth: reserving size + 1 each time would copy the log on every operation.
-  if (ops_.size() == ops_.capacity()) ops_.reserve(ops_.capacity() * 2 + 16);
+  ledger_.stage_update(r, st, undo, r->box);
 }
 
 void Transaction::remove(NodeRecord* r) {
   if (capturing_) [[unlikely]]
     throw_capturing();
-  // A flag, not a search of the log: removing every node of a large graph in one edit stays linear.
-  if (r->removing) return;
-  reserve_one();
-  ops_.push_back(Op{Kind::remove, r, nullptr, {}, {}});
-  r->removing = true;
+  ledger_.reserve(1);
+  ledger_.stage_remove(r);
 }
 
 void Transaction::connect(NodeRecord* from, NodeRecord* to) { change_edge(from, to, true); }
@@ -210,7 +189,7 @@ void Transaction::change_edge(NodeRecord* from, NodeRecord* to, bool add) {
     throw_capturing();
   if (from->box != to->box)
     throw UsageError(fmt::format("cannot {} nodes of different graphs", add ? "connect" : "disconnect"));
-  reserve_one();
+  ledger_.reserve(1);
   const DriverTable& drv = *h_->drv;
   CUgraph g = from->box->graph;
   const auto* no_data = static_cast<const CUgraphEdgeData*>(nullptr);
@@ -218,30 +197,7 @@ void Transaction::change_edge(NodeRecord* from, NodeRecord* to, bool add) {
     call<Entry::cuGraphAddDependencies>(drv, "adding an edge", g, &from->node, &to->node, no_data, std::size_t{1});
   else
     call<Entry::cuGraphRemoveDependencies>(drv, "removing an edge", g, &from->node, &to->node, no_data, std::size_t{1});
-  ops_.push_back(Op{add ? Kind::connect : Kind::disconnect, from, to, {}, {}});
-}
-
-void Transaction::remove_now(NodeRecord* r) noexcept {
-  if (!r->alive) return;
-  const DriverTable& drv = *h_->drv;
-  h_->unregister_owned_by(r);  // before CUDA destroys (and may reuse) the embedded graphs' handles
-  CUresult res = raw<Entry::cuGraphDestroyNode>(drv, r->node);
-  if (res != CUDA_SUCCESS) {
-    try {
-      h_->reregister_owned_by(r);
-      report_error("removing a node when committing an edit",
-                   fmt::format("cuGraphDestroyNode failed with {}; the node stays in the graph with its owners",
-                               result_name(res)));
-    } catch (...) {
-      mark_unusable(*h_, "a node removal failed and its graph views could not be restored", result_name(res));
-    }
-    return;
-  }
-  h_->retire_owned_by(r);
-  CUgraph g = r->box->graph;
-  NodeAttachment* current = r->current;
-  h_->retire_record(r);  // metadata first (invariant 3) ...
-  release_from(drv, g, current, "releasing the owners of a removed node");  // ... then the reference
+  ledger_.stage_edge(from, to, add);
 }
 
 void Transaction::name(NodeRecord* r, std::string name, std::string_view what) {
@@ -250,121 +206,33 @@ void Transaction::name(NodeRecord* r, std::string name, std::string_view what) {
       throw UsageError(fmt::format("{}: the name \"{}\" has a control character (code {}); use printable characters",
                                    what, name, static_cast<int>(static_cast<unsigned char>(c))));
   auto it = h_->names.find(r);
-  names_before_.emplace_back(r, it == h_->names.end() ? std::nullopt : std::optional<std::string>(it->second));
+  ledger_.reserve(1);
+  ledger_.stage_name(r, it == h_->names.end() ? std::nullopt : std::optional<std::string>(it->second));
   try {
     if (name.empty())
       h_->names.erase(r);
     else
       h_->names[r] = std::move(name);
   } catch (...) {
-    names_before_.pop_back();
+    ledger_.forget_last();
     throw;
   }
 }
 
 void Transaction::commit() noexcept {
   if (done_) return;
-  const DriverTable& drv = *h_->drv;
-  std::unique_lock publishing(h_->publish_mu);
-  for (Op& op : ops_) {
-    switch (op.kind) {
-      case Kind::add:
-        op.rec->pending = false;
-        if (op.rec->box->retired.load(std::memory_order_acquire)) {
-          // Added to a child graph or body whose node a removal earlier in this commit destroyed:
-          // CUDA destroyed the new node, and released its reference, with that graph. Its handles
-          // must not stay valid (a driver call on the node would use a destroyed graph).
-          op.rec->generation.fetch_add(1, std::memory_order_acq_rel);
-          h_->free_record(op.rec);
-          op.staged = {};
-          break;
-        }
-        h_->publish(*op.rec->box, op.rec);
-        detail::commit(drv, op.rec->current, op.staged);
-        break;
-      case Kind::update:
-        if (op.rec->alive)
-          detail::commit(drv, op.rec->current, op.staged);
-        else if (op.staged && !op.box->retired.load(std::memory_order_acquire))
-          // Removed earlier in this commit from a graph that lives on: the staged version was never
-          // published, so nothing else would release it (if the graph itself went, CUDA did). Why
-          // the box and not a lookup of the graph's handle: the driver reuses graph handles, so a
-          // graph made meanwhile (on any thread) may carry the destroyed one's.
-          detail::rollback(drv, op.staged);
-        break;
-      case Kind::remove:
-        op.rec->removing = false;
-        remove_now(op.rec);
-        break;
-      case Kind::connect:
-      case Kind::disconnect: break;
-    }
+  {
+    std::unique_lock publishing(h_->publish_mu);
+    ledger_.publish(*h_);
   }
-  publishing.unlock();
   finish();
-}
-
-void Transaction::undo_one(Op& op) noexcept {
-  const DriverTable& drv = *h_->drv;
-  switch (op.kind) {
-    case Kind::add: {
-      NodeRecord* r = op.rec;
-      h_->unregister_owned_by(r);
-      CUresult res = raw<Entry::cuGraphDestroyNode>(drv, r->node);
-      if (res != CUDA_SUCCESS) {
-        // The node stays in the graph and may use its owners: keep the staged reference.
-        mark_unusable(*h_, "undoing an added node failed (the node is still in the graph)", result_name(res));
-        h_->retire_owned_by(r);
-      } else {
-        h_->retire_owned_by(r);
-        detail::rollback(drv, op.staged);
-      }
-      r->generation.fetch_add(1, std::memory_order_acq_rel);
-      h_->free_record(r);
-      break;
-    }
-    case Kind::update: {
-      CUresult res = op.undo.restore(drv, op.rec->node, op.undo.saved);
-      if (res != CUDA_SUCCESS)
-        // The node may still use the new owners: keep the staged reference (a leak, never a use after free).
-        mark_unusable(*h_, "restoring a node's previous parameters failed", result_name(res));
-      else
-        detail::rollback(drv, op.staged);
-      break;
-    }
-    case Kind::remove: op.rec->removing = false; break;
-    case Kind::connect:
-    case Kind::disconnect: {
-      CUgraph g = op.rec->box->graph;
-      CUresult res =
-          op.kind == Kind::connect
-              ? raw<Entry::cuGraphRemoveDependencies>(drv, g, &op.rec->node, &op.other->node,
-                                                      static_cast<const CUgraphEdgeData*>(nullptr), std::size_t{1})
-              : raw<Entry::cuGraphAddDependencies>(drv, g, &op.rec->node, &op.other->node,
-                                                   static_cast<const CUgraphEdgeData*>(nullptr), std::size_t{1});
-      if (res != CUDA_SUCCESS) mark_unusable(*h_, "restoring an edge failed", result_name(res));
-      break;
-    }
-  }
 }
 
 void Transaction::rollback() noexcept {
   if (done_) return;
   {
     std::unique_lock publishing(h_->publish_mu);
-    // Names first: an added node's record is freed (and its name dropped) by its undo below.
-    for (auto it = names_before_.rbegin(); it != names_before_.rend(); ++it) {
-      if (!it->second) {
-        h_->names.erase(it->first);
-        continue;
-      }
-      try {
-        h_->names[it->first] = std::move(*it->second);
-      } catch (...) {
-        h_->names.erase(it->first);  // out of memory: the node loses its name, nothing else
-      }
-    }
-    for (auto it = ops_.rbegin(); it != ops_.rend(); ++it) undo_one(*it);
+    ledger_.discard(*h_);
   }
   finish();
 }

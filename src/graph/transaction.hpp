@@ -3,8 +3,9 @@
 //
 // The mutation protocol of docs/design/attachments.md lifted to a transaction over many operations: every
 // operation prepares (attachment, user object retained on the graph, metadata record), then makes
-// its driver call and logs how to undo it; commit publishes all metadata and only then releases
-// superseded versions; rollback undoes every driver change in reverse order. Holds the hierarchy's
+// its driver call and stages the change in the transaction's ledger; commit publishes the ledger
+// (all metadata, and only then the releases of superseded versions); rollback discards it (every
+// driver change undone in reverse order). Holds the hierarchy's
 // lock for its whole life (invariant 10). The typed DSL (`tether::Edit`) is built on it.
 #pragma once
 
@@ -13,6 +14,7 @@
 #include "function_ref.hpp"
 #include "hierarchy.hpp"
 #include "kinds/desc.hpp"
+#include "ledger.hpp"
 
 namespace tether::detail {
 
@@ -71,7 +73,13 @@ class Transaction {
   void update(NodeRecord* r, Owners&& owners, ApplyFn apply, Undo undo);
 
   /// Where updates keep their nodes' previous parameters until the transaction ends.
-  Arena& arena() noexcept { return arena_; }
+  Arena& arena() noexcept { return ledger_.arena(); }
+  /// Makes room for `n` more changes (so that a merge cannot fail). Throws std::bad_alloc.
+  void reserve(std::size_t n) { ledger_.reserve(n); }
+  /// Takes over a capture's ledger (placed in a box of this hierarchy): its nodes are the box's
+  /// at once, and a rollback retires them with the rest of the transaction (Ledger::merge). Call
+  /// `reserve` first; never fails then.
+  void merge(Ledger& captured) noexcept { ledger_.merge(captured, *h_); }
   /// Removes `r` at commit (removals never need undoing). Idempotent within the transaction.
   void remove(NodeRecord* r);
 
@@ -100,24 +108,9 @@ class Transaction {
   NodeRecord* check_node(const NodeRef& n, const char* what) const;
 
  private:
-  enum class Kind : std::uint8_t { add, update, remove, connect, disconnect };
-  // Trivially copyable: the log grows by memcpy.
-  struct Op {
-    Kind kind;
-    NodeRecord* rec = nullptr;
-    NodeRecord* other = nullptr;  // edge target
-    Staged staged;
-    Undo undo;           // updates
-    Box* box = nullptr;  // updates: the graph the version was staged on (boxes outlive their graphs)
-  };
-  static_assert(std::is_trivially_copyable_v<Op>, "the log grows by memcpy");
-  void undo_one(Op& op) noexcept;
   void change_edge(NodeRecord* from, NodeRecord* to, bool add);
-  void reserve_one();
   [[noreturn]] static void throw_wrong_thread(std::string_view what);
   void finish() noexcept;
-  void remove_now(NodeRecord* r) noexcept;
-  bool added_here(const NodeRecord* r) const noexcept;
 
   std::shared_ptr<Hierarchy> h_;
   Transaction() noexcept = default;  // closed: for the pool
@@ -126,10 +119,7 @@ class Transaction {
   // another thread may read it while a pooled transaction is opened again.
   std::atomic<std::thread::id> thread_{};
   std::atomic<std::uint64_t> serial_{0};
-  std::vector<Op> ops_;
-  // Names replaced by `name`, with their previous value (none: the node had no name), in order.
-  std::vector<std::pair<NodeRecord*, std::optional<std::string>>> names_before_;
-  Arena arena_;
+  Ledger ledger_;
   bool done_ = true;  // set by open()
   bool capturing_ = false;
 };

@@ -1,0 +1,275 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 The tether authors
+#include "ledger.hpp"
+
+namespace tether::detail {
+
+namespace {
+
+void mark_unusable(Hierarchy& h, const char* why, std::string_view detail) noexcept {
+  if (!h.unusable) h.unusable = why;
+  report_error(why, detail);
+}
+
+// A pending record that will never be published: its handles go invalid.
+void drop_pending(Hierarchy& h, NodeRecord* r) noexcept {
+  r->generation.fetch_add(1, std::memory_order_acq_rel);
+  h.free_record(r);
+}
+
+// Applies a staged removal: the node, the graphs CUDA made inside it, its metadata (first,
+// invariant 3) and then the graph's reference to its version.
+void remove_now(Hierarchy& h, NodeRecord* r) noexcept {
+  if (!r->alive) return;
+  const DriverTable& drv = *h.drv;
+  h.unregister_owned_by(r);  // before CUDA destroys (and may reuse) the embedded graphs' handles
+  CUresult res = raw<Entry::cuGraphDestroyNode>(drv, r->node);
+  if (res != CUDA_SUCCESS) {
+    try {
+      h.reregister_owned_by(r);
+      report_error("removing a node when committing an edit",
+                   fmt::format("cuGraphDestroyNode failed with {}; the node stays in the graph with its owners",
+                               result_name(res)));
+    } catch (...) {
+      mark_unusable(h, "a node removal failed and its graph views could not be restored", result_name(res));
+    }
+    return;
+  }
+  h.retire_owned_by(r);
+  CUgraph g = r->box->graph;
+  NodeAttachment* current = r->current;
+  h.retire_record(r);
+  release_from(drv, g, current, "releasing the owners of a removed node");
+}
+
+}  // namespace
+
+void Ledger::grow(std::size_t n) {
+  // Geometric: reserving size + n each time would copy the entries on every operation.
+  entries_.reserve(std::max(entries_.size() + n, entries_.capacity() * 2 + 16));
+}
+
+void Ledger::stage_kept(std::size_t count) noexcept {
+  Change e{Kind::kept, nullptr, nullptr, {}};
+  e.aux = count;
+  push(e);
+}
+
+void Ledger::stage_name(NodeRecord* r, std::optional<std::string> before) {
+  names_before_.push_back(std::move(before));
+  Change e{Kind::name, r, nullptr, {}};
+  e.aux = names_before_.size() - 1;
+  push(e);
+}
+
+void Ledger::forget_last() noexcept {
+  if (entries_.back().kind == Kind::name) names_before_.pop_back();
+  if (entries_.back().kind == Kind::remove) entries_.back().rec->removing = false;
+  entries_.pop_back();
+}
+
+void Ledger::discard_last(Hierarchy& h) noexcept {
+  discard_one(h, entries_.back());
+  forget_last();
+}
+
+std::size_t Ledger::captured() const noexcept {
+  std::size_t n = 0;
+  for (const Change& e : entries_) n += e.kind == Kind::captured;
+  return n;
+}
+
+void Ledger::order_as(std::span<const CUgraphNode> graph_nodes, Hierarchy& h,
+                      FunctionRef<CUgraphNodeType(CUgraphNode)> type_of) {
+  std::unordered_map<CUgraphNode, std::size_t> mine;  // node -> entry
+  mine.reserve(entries_.size());
+  for (std::size_t i = 0; i < entries_.size(); ++i)
+    if (entries_[i].kind == Kind::captured) mine.emplace(entries_[i].rec->node, i);
+  std::vector<Change> ordered;
+  ordered.reserve(graph_nodes.size() + entries_.size() + 1);
+  std::vector<bool> listed(entries_.size());
+  std::size_t kept = 0;
+  try {
+    for (CUgraphNode node : graph_nodes) {
+      if (auto it = mine.find(node); it != mine.end()) {
+        ordered.push_back(entries_[it->second]);
+        listed[it->second] = true;
+        continue;
+      }
+      const CUgraphNodeType type = type_of(node);
+      NodeRecord* r = h.allocate_record();
+      r->node = node;
+      r->type = type;
+      r->pending = true;
+      ordered.push_back({Kind::foreign, r, nullptr, {}});
+    }
+  } catch (...) {
+    for (Change& e : ordered)
+      if (e.kind == Kind::foreign) drop_pending(h, e.rec);
+    throw;
+  }
+  // From here nothing fails.
+  for (std::size_t i = 0; i < entries_.size(); ++i) {
+    Change& e = entries_[i];
+    if (e.kind == Kind::kept) kept += e.aux;
+    if (e.kind == Kind::captured && !listed[i]) {
+      drop_pending(h, e.rec);
+      ++kept;
+    }
+  }
+  if (kept) {
+    Change e{Kind::kept, nullptr, nullptr, {}};
+    e.aux = kept;
+    ordered.push_back(e);
+  }
+  entries_.swap(ordered);
+}
+
+void Ledger::place(Box& box) noexcept {
+  for (Change& e : entries_) {
+    if (e.kind == Kind::captured || e.kind == Kind::foreign) e.rec->box = &box;
+    if (e.kind == Kind::kept) e.box = &box;
+  }
+}
+
+void Ledger::merge(Ledger& other, Hierarchy& h) noexcept {
+  for (Change e : other.entries_) {
+    if (e.kind == Kind::captured || e.kind == Kind::foreign) {
+      publish_one(h, e);
+      e.kind = Kind::merged;
+    }
+    push(e);  // room reserved by the caller
+  }
+  other.clear();
+}
+
+void Ledger::publish_one(Hierarchy& h, Change& e) noexcept {
+  const DriverTable& drv = *h.drv;
+  switch (e.kind) {
+    case Kind::add:
+    case Kind::captured:
+    case Kind::foreign:
+      e.rec->pending = false;
+      if (e.rec->box->retired.load(std::memory_order_acquire)) {
+        // Added to a child graph or body whose node a removal earlier in this commit destroyed:
+        // CUDA destroyed the new node, and released its reference, with that graph. Its handles
+        // must not stay valid (a driver call on the node would use a destroyed graph).
+        drop_pending(h, e.rec);
+        e.staged = {};
+        break;
+      }
+      if (e.kind == Kind::foreign) h.untracked.insert(e.rec);
+      h.publish(*e.rec->box, e.rec);
+      detail::commit(drv, e.rec->current, e.staged);
+      break;
+    case Kind::merged: break;  // published by the merge
+    case Kind::kept:
+      if (e.box) e.box->anonymous_owners += e.aux;
+      break;
+    case Kind::update:
+      if (e.rec->alive)
+        detail::commit(drv, e.rec->current, e.staged);
+      else if (e.staged && !e.box->retired.load(std::memory_order_acquire))
+        // Removed earlier in this commit from a graph that lives on: the staged version was never
+        // published, so nothing else would release it (if the graph itself went, CUDA did). Why
+        // the box and not a lookup of the graph's handle: the driver reuses graph handles, so a
+        // graph made meanwhile (on any thread) may carry the destroyed one's.
+        detail::rollback(drv, e.staged);
+      break;
+    case Kind::remove:
+      e.rec->removing = false;
+      remove_now(h, e.rec);
+      break;
+    case Kind::connect:
+    case Kind::disconnect:
+    case Kind::name: break;
+  }
+}
+
+void Ledger::discard_one(Hierarchy& h, Change& e) noexcept {
+  const DriverTable& drv = *h.drv;
+  switch (e.kind) {
+    case Kind::add: {
+      NodeRecord* r = e.rec;
+      h.unregister_owned_by(r);
+      CUresult res = raw<Entry::cuGraphDestroyNode>(drv, r->node);
+      if (res != CUDA_SUCCESS) {
+        // The node stays in the graph and may use its owners: keep the staged reference.
+        mark_unusable(h, "undoing an added node failed (the node is still in the graph)", result_name(res));
+        h.retire_owned_by(r);
+      } else {
+        h.retire_owned_by(r);
+        detail::rollback(drv, e.staged);
+      }
+      drop_pending(h, r);
+      break;
+    }
+    case Kind::captured:
+    case Kind::foreign:
+      // The capturing graph keeps the node and its version until the driver destroys the graph.
+      if (e.rec->pending) drop_pending(h, e.rec);
+      break;
+    case Kind::merged:
+      // Its graph goes with the undo of the node that holds it, and its version with the graph.
+      h.retire_record(e.rec);
+      break;
+    case Kind::kept: break;
+    case Kind::update: {
+      CUresult res = e.undo.restore(drv, e.rec->node, e.undo.saved);
+      if (res != CUDA_SUCCESS)
+        // The node may still use the new owners: keep the staged reference (a leak, never a use after free).
+        mark_unusable(h, "restoring a node's previous parameters failed", result_name(res));
+      else
+        detail::rollback(drv, e.staged);
+      break;
+    }
+    case Kind::remove: e.rec->removing = false; break;
+    case Kind::connect:
+    case Kind::disconnect: {
+      CUgraph g = e.rec->box->graph;
+      const auto* no_data = static_cast<const CUgraphEdgeData*>(nullptr);
+      CUresult res = e.kind == Kind::connect
+                         ? raw<Entry::cuGraphRemoveDependencies>(drv, g, &e.rec->node, &e.other->node, no_data,
+                                                                 std::size_t{1})
+                         : raw<Entry::cuGraphAddDependencies>(drv, g, &e.rec->node, &e.other->node, no_data,
+                                                              std::size_t{1});
+      if (res != CUDA_SUCCESS) mark_unusable(h, "restoring an edge failed", result_name(res));
+      break;
+    }
+    case Kind::name: {
+      std::optional<std::string>& before = names_before_[e.aux];
+      if (!before) {
+        h.names.erase(e.rec);
+        break;
+      }
+      try {
+        h.names[e.rec] = std::move(*before);
+      } catch (...) {
+        h.names.erase(e.rec);  // out of memory: the node loses its name, nothing else
+      }
+      break;
+    }
+  }
+}
+
+void Ledger::publish(Hierarchy& h) noexcept {
+  for (Change& e : entries_) publish_one(h, e);
+  clear();
+}
+
+void Ledger::discard(Hierarchy& h) noexcept {
+  for (auto it = entries_.rbegin(); it != entries_.rend(); ++it) discard_one(h, *it);
+  clear();
+}
+
+void Ledger::clear() noexcept {
+  entries_.clear();
+  names_before_.clear();
+  arena_.clear();
+}
+
+void Ledger::trim(std::size_t entries) noexcept {
+  if (entries_.capacity() > entries) std::vector<Change>().swap(entries_);
+}
+
+}  // namespace tether::detail
