@@ -670,8 +670,7 @@ NodeRecord* CaptureAccess::end_into(Capture& c, Transaction& tx, Box& box, std::
     // The captured nodes are the edit's from here: a rollback retires them (and its undo of the
     // child node destroys them, and their versions, with the region's graph).
     std::lock_guard lock(st->mu);
-    st->ledger.place(**made);
-    tx.merge(st->ledger);
+    tx.merge(st->ledger, **made);
     return rec;
   } catch (...) {
     if (!moved)
@@ -794,8 +793,7 @@ Graph Capture::end() {
   }
   {
     std::lock_guard lock(st->mu);
-    st->ledger.place(h.root());
-    st->ledger.publish(h);  // the hierarchy is not shared yet: no lock to publish under
+    st->ledger.publish_into(h.root(), h);  // the hierarchy is not shared yet: no lock to publish under
   }
   return detail::GraphAccess::make_graph(detail::context_from(st->ctx), st->h);
 }

@@ -44,9 +44,9 @@ void remove_now(Hierarchy& h, NodeRecord* r) noexcept {
 
 }  // namespace
 
-void Ledger::grow(std::size_t n) {
-  // Geometric: reserving size + n each time would copy the entries on every operation.
-  entries_.reserve(std::max(entries_.size() + n, entries_.capacity() * 2 + 16));
+void Ledger::grow(std::size_t entries) {
+  chunks_.reserve((entries + kChunk - 1) / kChunk);
+  while (chunks_.size() * kChunk < entries) chunks_.push_back(std::make_unique<Change[]>(kChunk));
 }
 
 void Ledger::stage_kept(std::size_t count) noexcept {
@@ -63,36 +63,31 @@ void Ledger::stage_name(NodeRecord* r, std::optional<std::string> before) {
 }
 
 void Ledger::forget_last() noexcept {
-  if (entries_.back().kind == Kind::name) names_before_.pop_back();
-  if (entries_.back().kind == Kind::remove) entries_.back().rec->removing = false;
-  entries_.pop_back();
+  Change& e = at(size_ - 1);
+  if (e.kind == Kind::name) names_before_.pop_back();
+  if (e.kind == Kind::remove) e.rec->removing = false;
+  if (e.kind == Kind::captured) --captured_;
+  --size_;
 }
 
 void Ledger::discard_last(Hierarchy& h) noexcept {
-  discard_one(h, entries_.back());
+  discard_one(h, at(size_ - 1));
   forget_last();
-}
-
-std::size_t Ledger::captured() const noexcept {
-  std::size_t n = 0;
-  for (const Change& e : entries_) n += e.kind == Kind::captured;
-  return n;
 }
 
 void Ledger::order_as(std::span<const CUgraphNode> graph_nodes, Hierarchy& h,
                       FunctionRef<CUgraphNodeType(CUgraphNode)> type_of) {
   std::unordered_map<CUgraphNode, std::size_t> mine;  // node -> entry
-  mine.reserve(entries_.size());
-  for (std::size_t i = 0; i < entries_.size(); ++i)
-    if (entries_[i].kind == Kind::captured) mine.emplace(entries_[i].rec->node, i);
+  mine.reserve(size_);
+  for (std::size_t i = 0; i < size_; ++i)
+    if (at(i).kind == Kind::captured) mine.emplace(at(i).rec->node, i);
   std::vector<Change> ordered;
-  ordered.reserve(graph_nodes.size() + entries_.size() + 1);
-  std::vector<bool> listed(entries_.size());
-  std::size_t kept = 0;
+  ordered.reserve(graph_nodes.size() + 1);
+  std::vector<bool> listed(size_);
   try {
     for (CUgraphNode node : graph_nodes) {
       if (auto it = mine.find(node); it != mine.end()) {
-        ordered.push_back(entries_[it->second]);
+        ordered.push_back(at(it->second));
         listed[it->second] = true;
         continue;
       }
@@ -103,48 +98,53 @@ void Ledger::order_as(std::span<const CUgraphNode> graph_nodes, Hierarchy& h,
       r->pending = true;
       ordered.push_back({Kind::foreign, r, nullptr, {}});
     }
+    reserve(ordered.size() + 1 > size_ ? ordered.size() + 1 - size_ : 0);
   } catch (...) {
     for (Change& e : ordered)
       if (e.kind == Kind::foreign) drop_pending(h, e.rec);
     throw;
   }
   // From here nothing fails.
-  for (std::size_t i = 0; i < entries_.size(); ++i) {
-    Change& e = entries_[i];
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < size_; ++i) {
+    Change& e = at(i);
     if (e.kind == Kind::kept) kept += e.aux;
     if (e.kind == Kind::captured && !listed[i]) {
       drop_pending(h, e.rec);
       ++kept;
     }
   }
-  if (kept) {
-    Change e{Kind::kept, nullptr, nullptr, {}};
-    e.aux = kept;
-    ordered.push_back(e);
+  size_ = 0;
+  captured_ = 0;
+  for (const Change& e : ordered) {
+    push(e);
+    captured_ += e.kind == Kind::captured;
   }
-  entries_.swap(ordered);
+  if (kept) stage_kept(kept);
 }
 
 void Ledger::place(Box& box) noexcept {
-  for (Change& e : entries_) {
+  for_each([&](Change& e) {
     if (e.kind == Kind::captured || e.kind == Kind::foreign) e.rec->box = &box;
     if (e.kind == Kind::kept) e.box = &box;
-  }
+  });
 }
 
-void Ledger::merge(Ledger& other, Hierarchy& h) noexcept {
-  for (Change e : other.entries_) {
+void Ledger::merge(Ledger& other, Box& box, Hierarchy& h) noexcept {
+  other.place(box);
+  const DriverTable& drv = *h.drv;
+  other.for_each([&](Change e) {
     if (e.kind == Kind::captured || e.kind == Kind::foreign) {
-      publish_one(h, e);
+      publish_one(h, drv, e);
       e.kind = Kind::merged;
     }
     push(e);  // room reserved by the caller
-  }
+  });
   other.clear();
 }
 
-void Ledger::publish_one(Hierarchy& h, Change& e) noexcept {
-  const DriverTable& drv = *h.drv;
+// Inlined into the loops that publish: one call per entry was measured at 20 instructions a node.
+[[gnu::always_inline]] inline void Ledger::publish_one(Hierarchy& h, const DriverTable& drv, Change& e) noexcept {
   switch (e.kind) {
     case Kind::add:
     case Kind::captured:
@@ -253,23 +253,31 @@ void Ledger::discard_one(Hierarchy& h, Change& e) noexcept {
 }
 
 void Ledger::publish(Hierarchy& h) noexcept {
-  for (Change& e : entries_) publish_one(h, e);
+  const DriverTable& drv = *h.drv;
+  for_each([&](Change& e) { publish_one(h, drv, e); });
   clear();
 }
 
+void Ledger::publish_into(Box& box, Hierarchy& h) noexcept {
+  place(box);
+  publish(h);
+}
+
 void Ledger::discard(Hierarchy& h) noexcept {
-  for (auto it = entries_.rbegin(); it != entries_.rend(); ++it) discard_one(h, *it);
+  for (std::size_t i = size_; i--;) discard_one(h, at(i));
   clear();
 }
 
 void Ledger::clear() noexcept {
-  entries_.clear();
+  size_ = 0;
+  captured_ = 0;
   names_before_.clear();
   arena_.clear();
 }
 
 void Ledger::trim(std::size_t entries) noexcept {
-  if (entries_.capacity() > entries) std::vector<Change>().swap(entries_);
+  const std::size_t keep = (entries + kChunk - 1) / kChunk;
+  if (chunks_.size() > keep) chunks_.resize(keep);
 }
 
 }  // namespace tether::detail

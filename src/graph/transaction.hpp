@@ -76,10 +76,10 @@ class Transaction {
   Arena& arena() noexcept { return ledger_.arena(); }
   /// Makes room for `n` more changes (so that a merge cannot fail). Throws std::bad_alloc.
   void reserve(std::size_t n) { ledger_.reserve(n); }
-  /// Takes over a capture's ledger (placed in a box of this hierarchy): its nodes are the box's
+  /// Takes over a capture's ledger, whose graph is `box` of this hierarchy: its nodes are the box's
   /// at once, and a rollback retires them with the rest of the transaction (Ledger::merge). Call
   /// `reserve` first; never fails then.
-  void merge(Ledger& captured) noexcept { ledger_.merge(captured, *h_); }
+  void merge(Ledger& captured, Box& box) noexcept { ledger_.merge(captured, box, *h_); }
   /// Removes `r` at commit (removals never need undoing). Idempotent within the transaction.
   void remove(NodeRecord* r);
 
