@@ -46,7 +46,8 @@ void remove_now(Hierarchy& h, NodeRecord* r) noexcept {
 
 void Ledger::grow(std::size_t entries) {
   chunks_.reserve((entries + kChunk - 1) / kChunk);
-  while (chunks_.size() * kChunk < entries) chunks_.push_back(std::make_unique<Change[]>(kChunk));
+  while (chunks_.size() * kChunk < entries)
+    chunks_.emplace_back(static_cast<Change*>(::operator new(sizeof(Change) * kChunk)));
 }
 
 void Ledger::stage_kept(std::size_t count) noexcept {
@@ -259,8 +260,13 @@ void Ledger::publish(Hierarchy& h) noexcept {
 }
 
 void Ledger::publish_into(Box& box, Hierarchy& h) noexcept {
-  place(box);
-  publish(h);
+  const DriverTable& drv = *h.drv;
+  for_each([&](Change& e) {  // placed and published in one pass
+    if (e.kind == Kind::captured || e.kind == Kind::foreign) e.rec->box = &box;
+    if (e.kind == Kind::kept) e.box = &box;
+    publish_one(h, drv, e);
+  });
+  clear();
 }
 
 void Ledger::discard(Hierarchy& h) noexcept {
