@@ -25,6 +25,7 @@
 #include <exception>
 #include <functional>
 #include <limits>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>

@@ -29,6 +29,7 @@
 #include "graph/graph.hpp"
 #include "graph/edit.hpp"
 #include "exec/exec.hpp"
+#include "exec/exec_cache.hpp"
 #include "graph/capture_mode.hpp"
 #include "capture/capture.hpp"
 #include "resources/mem_pool.hpp"

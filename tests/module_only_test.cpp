@@ -956,3 +956,29 @@ TEST_CASE("the members of buffers, kernels and shared handles work from a file t
   readopted.reset();
   CHECK_FALSE(static_cast<bool>(readopted));
 }
+
+TEST_CASE("an executable cache builds, evicts, prewarms and reports from a file that only imports tether") {
+  Fixture f;
+  tether::SharedBuffer<float> x = f.shared();
+  int made = 0;
+  tether::ExecCache<int> cache(
+      [&](const int& v) {
+        ++made;
+        tether::Graph g{f.ctx};
+        g.edit([&](tether::Edit& e) { e.launch(f.fill, tether::Grid{1}, tether::Block{n}, x, static_cast<float>(v), n); });
+        return g.instantiate();
+      },
+      tether::ExecCacheLimits{2}, [](const int&, const tether::GraphExec&) -> Size { return 64; });
+  CHECK(cache.prewarm({1, 2}) == 2);
+  cache.launch(3, f.stream);  // evicts 1
+  f.stream.synchronize();
+  CHECK(f.all(x, 3.0f));
+  CHECK_FALSE(cache.contains(1));
+  CHECK(cache.contains(2));
+  tether::ExecCacheStats s = cache.stats();
+  CHECK(s.misses == 3);
+  CHECK(s.evictions == 1);
+  CHECK(s.bytes == 128);
+  CHECK(made == 3);
+  CHECK(throws_with<tether::UsageError>([&] { tether::ExecCache<int> none; none.get(1); }, "ExecCache::get: this ExecCache is empty"));
+}
