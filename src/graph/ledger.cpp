@@ -124,17 +124,10 @@ void Ledger::order_as(std::span<const CUgraphNode> graph_nodes, Hierarchy& h,
   if (kept) stage_kept(kept);
 }
 
-void Ledger::place(Box& box) noexcept {
-  for_each([&](Change& e) {
-    if (e.kind == Kind::captured || e.kind == Kind::foreign) e.rec->box = &box;
-    if (e.kind == Kind::kept) e.box = &box;
-  });
-}
-
 void Ledger::merge(Ledger& other, Box& box, Hierarchy& h) noexcept {
-  other.place(box);
   const DriverTable& drv = *h.drv;
   other.for_each([&](Change e) {
+    place(e, box);
     if (e.kind == Kind::captured || e.kind == Kind::foreign) {
       publish_one(h, drv, e);
       e.kind = Kind::merged;
@@ -262,8 +255,7 @@ void Ledger::publish(Hierarchy& h) noexcept {
 void Ledger::publish_into(Box& box, Hierarchy& h) noexcept {
   const DriverTable& drv = *h.drv;
   for_each([&](Change& e) {  // placed and published in one pass
-    if (e.kind == Kind::captured || e.kind == Kind::foreign) e.rec->box = &box;
-    if (e.kind == Kind::kept) e.box = &box;
+    place(e, box);
     publish_one(h, drv, e);
   });
   clear();

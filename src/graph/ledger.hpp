@@ -41,8 +41,8 @@ class Ledger {
   /// A node this change set added with cuGraphAddNode (`r` pending, its node set), with its staged
   /// version. Discarding destroys the node and releases the version.
   void stage_add(NodeRecord* r, Staged staged) noexcept { push({Kind::add, r, nullptr, staged}); }
-  /// A node the driver added to a capturing graph (`r` pending, its box set when the capture ends,
-  /// `place`). Discarding only frees the record: the graph cannot lose nodes while it captures,
+  /// A node the driver added to a capturing graph (`r` pending, its box set when the capture ends:
+  /// `publish_into` or `merge`). Discarding only frees the record: the graph cannot lose nodes while it captures,
   /// and its destruction releases the staged version with it.
   void stage_captured(NodeRecord* r, Staged staged) noexcept {
     push({Kind::captured, r, nullptr, staged});
@@ -158,7 +158,12 @@ class Ledger {
   }
   void grow(std::size_t entries);
   void publish_one(Hierarchy& h, const DriverTable& drv, Change& e) noexcept;
-  void place(Box& box) noexcept;
+  // A capture's entry learns the graph the capture became: its record's box, or for kept
+  // owners the graph that keeps them.
+  static void place(Change& e, Box& box) noexcept {
+    if (e.kind == Kind::captured || e.kind == Kind::foreign) e.rec->box = &box;
+    if (e.kind == Kind::kept) e.box = &box;
+  }
   void discard_one(Hierarchy& h, Change& e) noexcept;
   void clear() noexcept;
 
