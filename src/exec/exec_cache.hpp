@@ -90,15 +90,10 @@ class ExecCache {
     detail::check_calls_allowed("ExecCache::get");
     State& st = live("ExecCache::get");
     std::unique_lock lock(st.mu);
-    for (;;) {
-      auto it = st.map.find(key);
-      if (it == st.map.end()) break;
-      if (it->second.exec) {
-        ++st.stats.hits;
-        st.lru.splice(st.lru.begin(), st.lru, it->second.lru);
-        return it->second.exec;
-      }
-      st.built.wait(lock);  // another thread builds it: its result, or its failure, then
+    if (Entry* e = built_locked(st, lock, key)) {
+      ++st.stats.hits;
+      st.lru.splice(st.lru.begin(), st.lru, e->lru);
+      return e->exec;
     }
     return build_locked(st, lock, key);
   }
@@ -120,17 +115,7 @@ class ExecCache {
     for (std::size_t i = 0; i < keys.size(); ++i) {
       const Key& key = keys[i];
       std::unique_lock lock(st.mu);
-      bool held = false;
-      for (;;) {
-        auto it = st.map.find(key);
-        if (it == st.map.end()) break;
-        if (it->second.exec) {
-          held = true;
-          break;
-        }
-        st.built.wait(lock);
-      }
-      if (held) continue;
+      if (built_locked(st, lock, key)) continue;
       build_locked(st, lock, key);
       ++made;
     }
@@ -189,6 +174,7 @@ class ExecCache {
     State& st = live("ExecCache::set_limits");
     std::vector<std::shared_ptr<GraphExec>> dropped;
     std::lock_guard lock(st.mu);
+    dropped.reserve(st.lru.size());  // before the change: the eviction below cannot fail then
     st.limits = limits;
     evict_locked(st, dropped);
   }
@@ -228,7 +214,19 @@ class ExecCache {
     return *s_;
   }
 
-  // Builds `key` with the lock released; `lock` is held on entry and on return.
+  // The key's built entry, after waiting out another thread's build of it (its result, or its
+  // failure: then null); null if the cache does not hold the key. `lock` is held throughout.
+  static Entry* built_locked(State& st, std::unique_lock<std::mutex>& lock, const Key& key) {
+    for (;;) {
+      auto it = st.map.find(key);
+      if (it == st.map.end()) return nullptr;
+      if (it->second.exec) return &it->second;
+      st.built.wait(lock);
+    }
+  }
+
+  // Builds `key` with the lock released; `lock` is held on entry and released on return (the
+  // evicted executables are destroyed after it).
   std::shared_ptr<GraphExec> build_locked(State& st, std::unique_lock<std::mutex>& lock, const Key& key) {
     // Marks the key as being built. Why a pointer and not the iterator: other threads insert
     // while the lock is released, and a rehash invalidates iterators but not elements.
@@ -251,9 +249,7 @@ class ExecCache {
       st.map.erase(key);
       ++st.stats.failed_builds;
       st.built.notify_all();
-      lock.unlock();
-      exec.reset();  // destroyed without the lock
-      lock.lock();
+      lock.unlock();  // `exec`, if made, is destroyed without the lock
       throw;
     }
     st.stats.build_time += std::chrono::steady_clock::now() - start;
@@ -264,23 +260,21 @@ class ExecCache {
     try {
       evict_locked(st, dropped);
     } catch (...) {
-      // No memory to set the evicted aside: they are destroyed under the lock instead (the
-      // destructor only queues them on the reclaimer).
+      // No memory to set the evicted aside: nothing was evicted, and the cache is over its
+      // limits until the next build or set_limits.
     }
     st.built.notify_all();
     lock.unlock();
-    dropped.clear();
-    lock.lock();
     return exec;
   }
 
-  // Drops the least recently used entries beyond the limits, keeping the most recent one.
+  // Drops the least recently used entries beyond the limits, keeping the most recent one, into
+  // `dropped` (destroyed by the caller after the lock). Throws std::bad_alloc before dropping any.
   static void evict_locked(State& st, std::vector<std::shared_ptr<GraphExec>>& dropped) {
+    dropped.reserve(dropped.size() + st.lru.size());
     while (st.lru.size() > 1 && (st.stats.count > st.limits.max_count || st.stats.bytes > st.limits.max_bytes)) {
-      auto it = st.map.find(st.lru.back());
       ++st.stats.evictions;
-      std::shared_ptr<GraphExec> gone = remove_locked(st, it);
-      dropped.push_back(std::move(gone));  // a throw here destroys `gone` under the lock
+      dropped.push_back(remove_locked(st, st.map.find(st.lru.back())));
     }
   }
   static std::shared_ptr<GraphExec> remove_locked(State& st, typename std::unordered_map<Key, Entry, Hash, KeyEqual>::iterator it) {

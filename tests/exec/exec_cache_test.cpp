@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "support/dsl_fixture.hpp"
+#include "support/launch_gate.hpp"
 
 using namespace tether;
 using namespace tether_test;
@@ -125,20 +126,13 @@ TEST_CASE_FIXTURE(DslFixture, "an executable cache holds what a least-recently-u
 
 TEST_CASE_FIXTURE(DslFixture, "an evicted executable stays alive while a launch uses it and while a caller holds it, and its owners go after both") {
   auto log = std::make_shared<WitnessLog>();
-  struct Gate {
-    std::atomic<bool> open{false};
-    std::atomic<int> waiting{0};
-  };
-  auto gate = std::make_shared<Gate>();
+  auto gate = std::make_shared<LaunchGate>();
   ExecCache<int> cache(
       [&](int n) {
         Graph g{ctx};
         g.edit([&](Edit& e) {
           if (n == 0)
-            e.after().keeping(Owners{Witness(log)}).host([gate] {
-              gate->waiting.fetch_add(1);
-              while (!gate->open.load()) std::this_thread::sleep_for(100us);
-            });
+            e.after().keeping(Owners{Witness(log)}).host([gate] { gate->wait(); });
           else
             e.empty();
         });
@@ -154,12 +148,7 @@ TEST_CASE_FIXTURE(DslFixture, "an evicted executable stays alive while a launch 
   CHECK_FALSE(cache.contains(0));
   CHECK(cache.stats().evictions == 1);
   held.reset();  // the last reference: the executable is destroyed, its launch still in flight
-  std::this_thread::sleep_for(30ms);
-  CHECK(log->destroyed.load() == 0);
-  gate->open = true;
-  stream.synchronize();
-  CHECK(eventually([&] { return log->destroyed.load() == 1; }));
-  CHECK(log->outside_reclaimer.load() == 0);
+  check_owner_outlives_launch(*gate, *log, stream);
 }
 
 TEST_CASE_FIXTURE(DslFixture, "concurrent gets of one key build it once, and other keys' hits do not wait for that build") {

@@ -12,21 +12,14 @@
 #include <vector>
 
 #include "support/dsl_fixture.hpp"
+#include "support/launch_gate.hpp"
 
 using namespace tether;
 using namespace tether_test;
 
 namespace {
 
-// A gate a host node waits on, holding its launch in flight until the test opens it.
-struct Gate {
-  std::atomic<bool> open{false};
-  std::atomic<int> waiting{0};
-  void wait() {
-    waiting.fetch_add(1);
-    while (!open.load()) std::this_thread::sleep_for(100us);
-  }
-};
+using Gate = LaunchGate;
 
 int alive(const WitnessLog& log, int made) { return made - log.destroyed.load(); }
 
@@ -171,12 +164,7 @@ TEST_CASE_FIXTURE(DslFixture, "C1: destroying an executable during a launch keep
   exec->launch(stream);
   REQUIRE(eventually([&] { return gate->waiting.load() == 1; }));
   exec.reset();  // never blocks on the launch in flight
-  std::this_thread::sleep_for(30ms);
-  CHECK(log->destroyed.load() == 0);
-  gate->open = true;
-  stream.synchronize();
-  CHECK(eventually([&] { return log->destroyed.load() == 1; }));
-  CHECK(log->outside_reclaimer.load() == 0);
+  check_owner_outlives_launch(*gate, *log, stream);
 }
 
 TEST_CASE_FIXTURE(DslFixture, "C2: a whole update during a launch keeps the replaced owners until that launch ends") {
