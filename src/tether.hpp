@@ -25,6 +25,7 @@
 #include "graph/transaction.hpp"
 #include "graph/node.hpp"
 #include "graph/args.hpp"
+#include "graph/param.hpp"
 #include "graph/launch.hpp"
 #include "graph/graph.hpp"
 #include "graph/edit.hpp"

@@ -982,3 +982,26 @@ TEST_CASE("an executable cache builds, evicts, prewarms and reports from a file 
   CHECK(made == 3);
   CHECK(throws_with<tether::UsageError>([&] { tether::ExecCache<int> none; none.get(1); }, "ExecCache::get: this ExecCache is empty"));
 }
+
+TEST_CASE("dynamic parameters bind, set in edits and executables, and swap buffers with import tether alone") {
+  Fixture f;
+  tether::SharedBuffer<float> x = f.shared();
+  tether::SharedBuffer<float> y = f.shared();
+  tether::Param<float> value(1.0f, "value");
+  tether::Param<tether::SharedBuffer<float>> buf(x, "buf");
+  tether::Graph g{f.ctx};
+  g.edit([&](tether::Edit& e) { e.launch(f.fill, tether::Grid{1}, tether::Block{n}, buf, value, n); });
+  tether::GraphExec exec = g.instantiate();
+  CHECK(exec.bound_nodes(value) == 1);
+  CHECK(exec.set(value, 4.0f) == 1);
+  CHECK(exec.set(buf, y) == 1);
+  exec.launch(f.stream);
+  f.stream.synchronize();
+  CHECK(f.all(y, 4.0f));
+  g.edit([&](tether::Edit& e) { CHECK(e.set(value, 5.0f) == 1); });
+  CHECK(exec.update(g));
+  exec.launch(f.stream);
+  f.stream.synchronize();
+  CHECK(f.all(x, 5.0f));
+  CHECK(throws_with<tether::UsageError>([&] { tether::Param<float> none; none.value(); }, "Param::value: this Param"));
+}

@@ -15,6 +15,7 @@
 namespace tether::detail {
 
 struct DriverTable;
+struct ParamUse;
 
 /// One group of owners of a bundle, and — heading a version's bundle — the attachment: the user
 /// object whose single reference the graph holds points here, and the reclaimer releases the whole
@@ -54,6 +55,7 @@ class NodeAttachment final : public Job {
   friend NodeAttachment* groups_join(NodeAttachment*, NodeAttachment*) noexcept;
   friend std::size_t groups_owner_count(const NodeAttachment*) noexcept;
   friend void groups_destroy(NodeAttachment*) noexcept;
+  friend const ParamUse* param_use_of(const NodeAttachment*) noexcept;
   NodeAttachment(const GroupOps* ops, std::uint16_t offset, bool overaligned) noexcept
       : Job(Kind::owners), overaligned_(overaligned), offset_(offset), ops_(ops) {}
   ~NodeAttachment() = default;

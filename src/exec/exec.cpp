@@ -57,6 +57,7 @@ struct ExecOwners {
     // (or a child-graph update of the node's graph clears it). Read only by inspect.
     const NodeAttachment* base = nullptr;
     std::uint32_t base_generation = 0;  // rec's generation when `base` was noted (a removed node's record is recycled)
+    std::uint32_t generation = 0;       // rec's generation when `owners` were installed
   };
   // The executable's own version per node of its source, indexed by the record's dense index
   // (RecordStore::index_of; never erased: a whole update empties the values). Why an index and
@@ -69,6 +70,11 @@ struct ExecOwners {
   std::vector<Slot> table;
   std::size_t used = 0;
   std::vector<Retired> retired;  // superseded and possibly used by a launch, oldest first
+  // After a whole update from another graph: per slot, the version of that graph's node paired
+  // with the slot's node (the root graphs' nodes in creation order, as the driver pairs them),
+  // which the executable now runs. Non-owning, like `base`: the executable's copies of that
+  // graph's user-object references keep them until the next whole update. Read by parameter sets.
+  std::vector<const NodeAttachment*> other;
 
   std::uint32_t hint = 0;  // the source's record chunk of the last lookup (RecordStore::index_of)
   /// The slot of `r` (a record of the source, whose records are `store`), or null if it has none.
@@ -485,6 +491,11 @@ UpdateResult GraphExec::update(const Graph& graph) {
     // Room for every node's base (slots are never erased: records of removed nodes stay).
     if (h == st.source) o.reserve(h->records.size());
     detail::reserve_retire_all(o);
+    // The other graph's root nodes' versions in creation order, which the driver pairs with the
+    // source's (`ExecOwners::other`), taken before the call so that publishing cannot fail.
+    std::vector<const detail::NodeAttachment*> other;
+    if (h != st.source)
+      for (const detail::NodeRecord* x = h->root().first; x; x = x->next) other.push_back(x->current);
     CUgraphExecUpdateResultInfo info{};
     CUresult r = CUDA_SUCCESS;
     detail::with_accumulator_on(
@@ -495,6 +506,7 @@ UpdateResult GraphExec::update(const Graph& graph) {
           detail::retire_all(o, dead);
           for (detail::ExecOwners::Slot& x : o.table) x.base = nullptr;
           o.updated_from_other = h != st.source;
+          o.other = std::move(other);
           if (h == st.source) detail::record_bases(o, *h);
         });
     if (r != CUDA_SUCCESS) {
@@ -594,8 +606,155 @@ void GraphExec::node_update(const detail::NodeRef& n, const char* node_what,
     o.supersede(slot, dead);
     slot.owners = std::move(owners);
     slot.installed_at = o.launches;
+    slot.generation = r->generation.load(std::memory_order_relaxed);
   }
   detail::defer(std::move(dead));
+}
+
+namespace detail {
+
+namespace {
+
+struct ParamSite {
+  ExecOwners::Slot* slot;
+  const ParamUse* use;
+};
+
+[[noreturn]] void throw_unpaired(std::string_view what) {
+  throw UsageError(fmt::format(
+      "{}: this executable was last updated from another graph, and the graph it was instantiated from has gained "
+      "or lost nodes since, so its nodes (which per-node updates and parameter sets name) cannot be paired with the "
+      "nodes the executable now runs: update it from its own graph again, or instantiate the other graph",
+      what));
+}
+
+[[noreturn]] void throw_nested_param(std::string_view name, std::size_t nested) {
+  throw UsageError(fmt::format(
+      "GraphExec::set: parameter '{}' is bound to {} node{} inside embedded graphs or conditional bodies of this "
+      "executable, which CUDA does not update one by one (cuGraphExecKernelNodeSetParams takes the top graph's nodes): "
+      "set it in the graph (Edit::set) and update the executable from it (GraphExec::update); no node changed",
+      name, nested, nested == 1 ? "" : "s"));
+}
+
+/// The slots whose running version binds `p`: the version of a per-node update or set, else the
+/// version instantiated (or whole-updated) from the source, else — after a whole update from
+/// another graph — that graph's version paired with the slot's node (its root nodes in creation
+/// order). The caller holds the source's publish lock (shared) and the executable's lock.
+/// Bound nodes inside embedded graphs and bodies are counted in `nested` (the driver updates only
+/// the top graph's nodes one by one).
+void param_sites(ExecState& st, const ParamStateBase* p, std::vector<ParamSite>& out, std::size_t& nested,
+                 std::string_view what) {
+  ExecOwners& o = *st.owners;
+  const Box* root = st.source->root_box;
+  auto running = [](ExecOwners::Slot& x, std::uint32_t gen, const NodeAttachment* fallback) -> const NodeAttachment* {
+    if (!x.owners.empty()) return x.generation == gen ? OwnersAccess::head(x.owners) : nullptr;
+    return fallback;
+  };
+  auto note = [&](ExecOwners::Slot& x, const NodeAttachment* v) {
+    if (const ParamUse* u = param_use_of(v); u && u->uses(p)) out.push_back({&x, u});
+  };
+  if (o.other.empty()) {
+    for (ExecOwners::Slot& x : o.table) {
+      if (!x.rec || !x.rec->alive) continue;
+      const std::uint32_t gen = x.rec->generation.load(std::memory_order_relaxed);
+      const std::size_t before = out.size();
+      note(x, running(x, gen, x.base && x.base_generation == gen ? x.base : nullptr));
+      if (out.size() != before && x.rec->box != root) {
+        out.pop_back();
+        ++nested;
+      }
+    }
+    return;
+  }
+  std::size_t k = 0;
+  for (NodeRecord* r = st.source->root().first; r; r = r->next) {
+    ExecOwners::Slot* x = o.find(st.source->records, r);
+    const std::uint32_t gen = r->generation.load(std::memory_order_relaxed);
+    if (!x || x->base_generation != gen) continue;  // added since the executable was made
+    if (k == o.other.size()) throw_unpaired(what);
+    note(*x, running(*x, gen, o.other[k++]));
+  }
+  if (k != o.other.size()) throw_unpaired(what);
+}
+
+}  // namespace
+
+}  // namespace detail
+
+std::size_t GraphExec::set_param(const detail::ParamValue& v) {
+  using detail::Entry;
+  detail::ExecState& st = live("GraphExec::set");
+  std::shared_lock publishing(st.source->publish_mu);
+  Owners dead;
+  std::size_t n = 0;
+  {
+    detail::ExecState::Guard locked(st);
+    detail::ExecOwners& o = *st.owners;
+    const detail::DriverTable& drv = *st.drv;
+    std::vector<detail::ParamSite> sites;
+    std::size_t nested = 0;
+    detail::param_sites(st, v.state, sites, nested, "GraphExec::set");
+    if (nested) detail::throw_nested_param(v.state->name(), nested);
+    n = sites.size();
+    if (n == 0) return 0;
+    // Everything that can fail but the driver calls first: the next versions and room to retire
+    // the current ones, so that after the calls nothing can fail.
+    std::vector<Owners> next(n);
+    std::vector<const detail::ParamUse*> made(n);
+    try {
+      for (std::size_t i = 0; i < n; ++i) made[i] = &next[i].adopt(sites[i].use->with(v));
+      o.retired.reserve(o.retired.size() + n);
+    } catch (...) {
+      for (Owners& x : next) detail::defer(std::move(x));
+      throw;
+    }
+    void* args[detail::kMaxParamArgs];
+    std::size_t done = 0;
+    CUresult r = CUDA_SUCCESS;
+    for (; done < n; ++done) {
+      const CUDA_KERNEL_NODE_PARAMS p = made[done]->params(args);
+      r = detail::raw<Entry::cuGraphExecKernelNodeSetParams>(drv, st.exec, sites[done].slot->rec->node, &p);
+      if (r != CUDA_SUCCESS) break;
+    }
+    if (r != CUDA_SUCCESS) {
+      // All or nothing: the nodes set before the refused one get their running version back.
+      for (std::size_t i = 0; i < done; ++i) {
+        const CUDA_KERNEL_NODE_PARAMS p = sites[i].use->params(args);
+        if (CUresult back = detail::raw<Entry::cuGraphExecKernelNodeSetParams>(drv, st.exec, sites[i].slot->rec->node, &p);
+            back != CUDA_SUCCESS)
+          detail::report_failure(drv, Entry::cuGraphExecKernelNodeSetParams, back,
+                                 "putting a kernel node of an executable back after a refused parameter set (the node "
+                                 "keeps the new value; its owners stay alive with the executable)");
+      }
+      for (Owners& x : next) detail::defer(std::move(x));
+      detail::throw_call_error(
+          drv, Entry::cuGraphExecKernelNodeSetParams, r,
+          fmt::format("setting parameter '{}' on kernel node {} of the {} bound to it in an executable (kernel {}); "
+                      "no node changed",
+                      v.state->name(), done + 1, n, sites[done].use->core->kernel));
+    }
+    const std::uint64_t launches = o.launches;
+    for (std::size_t i = 0; i < n; ++i) {
+      detail::ExecOwners::Slot& slot = *sites[i].slot;
+      o.supersede(slot, dead);
+      slot.owners = std::move(next[i]);
+      slot.installed_at = launches;
+      slot.generation = slot.rec->generation.load(std::memory_order_relaxed);
+    }
+  }
+  detail::defer(std::move(dead));
+  return n;
+}
+
+std::size_t GraphExec::bound_param(const detail::ParamStateBase* p) const {
+  if (!s_) detail::throw_empty("GraphExec::bound_nodes", "GraphExec");
+  detail::ExecState& st = *s_;
+  std::shared_lock publishing(st.source->publish_mu);
+  std::lock_guard lock(st.owners->mu);
+  std::vector<detail::ParamSite> sites;
+  std::size_t nested = 0;
+  detail::param_sites(st, p, sites, nested, "GraphExec::bound_nodes");
+  return sites.size();
 }
 
 void GraphExec::update(const Node<ChildNode>& node, const Graph& graph) {

@@ -153,6 +153,34 @@ class GraphExec : public NodeUpdates<GraphExec> {
   /// same topology required): the executable drops the old child's references and takes `graph`'s.
   void update(const Node<ChildNode>& node, const Graph& graph);
 
+  /// Sets dynamic parameter `param` to `value` in every kernel node of this executable whose
+  /// running version binds it (made with `param` as an argument, and not per-node updated since
+  /// without it): one cuGraphExecKernelNodeSetParams per such node, from the argument image tether
+  /// keeps with each version (nothing is read back from the driver). All or nothing: if the
+  /// driver refuses one node, the nodes set before it are put back, none of the new versions is
+  /// kept, and DriverError names the parameter, the node's position and its kernel. Each node's
+  /// new version keeps what the old one kept but the parameter's value, and a
+  /// `Param<SharedBuffer<U>>`'s new buffer; the versions superseded are released as a per-node
+  /// update's are (once no launch can use them). Changes neither the source graph nor
+  /// `param.value()`. Returns the number of nodes set (0: none binds it; no driver call). The
+  /// driver updates only the top graph's nodes one by one: if nodes inside embedded graphs or
+  /// conditional bodies bind `param`, UsageError says so and nothing changes. After a
+  /// whole update from another graph, nodes are paired with that graph's in creation order of the
+  /// root graphs' nodes (as the driver pairs them); UsageError if the source gained or lost nodes
+  /// since. Throws UsageError for an empty parameter or buffer value, like every member for an
+  /// empty executable, and inside a host callback. Since 0.6.
+  template <class T>
+  std::size_t set(const Param<T>& param, const std::type_identity_t<T>& value) {
+    const void* address = nullptr;
+    return set_param(detail::ParamAccess::value(param, value, "GraphExec::set", address));
+  }
+  /// How many kernel nodes of this executable's top graph `set(param, v)` would set now. Throws UsageError
+  /// for an empty parameter or executable. Since 0.6.
+  template <class T>
+  std::size_t bound_nodes(const Param<T>& param) const {
+    return bound_param(detail::ParamAccess::state(param, "GraphExec::bound_nodes"));
+  }
+
   /// Enables or disables a kernel, memcpy or memset node in this executable (cuGraphNodeSetEnabled).
   template <class K>
     requires(std::is_same_v<K, MemcpyNode> || std::is_same_v<K, MemsetNode> || requires { typename K::kernel_tag; })
@@ -205,6 +233,8 @@ class GraphExec : public NodeUpdates<GraphExec> {
       return std::move(SpecAccess::owners(spec));
     });
   }
+  std::size_t set_param(const detail::ParamValue& v);
+  std::size_t bound_param(const detail::ParamStateBase* p) const;
   void set_enabled(const detail::NodeRef& n, bool on);
   bool get_enabled(const detail::NodeRef& n) const;
   const Context& context() const noexcept;

@@ -11,6 +11,9 @@
 
 TETHER_EXPORT namespace tether {
 
+template <class T>
+class Param;
+
 /// A pointer tether must not keep alive: the caller promises the memory outlives every use by
 /// the graph, its clones, executables and launches. Made with `tether::unowned(...)`.
 template <class T>
@@ -69,6 +72,40 @@ struct IsUnowned<Unowned<T>> : std::true_type {};
 template <class A>
 using Bare = std::remove_cvref_t<A>;
 
+// Dynamic parameters (param.hpp): a Param<T> argument, and the value taken from it once when a
+// node binds it.
+template <class T>
+struct ParamResolved;
+template <class T>
+struct IsParam : std::false_type {};
+template <class T>
+struct IsParam<Param<T>> : std::true_type {};
+template <class T>
+struct IsParamResolved : std::false_type {};
+template <class T>
+struct IsParamResolved<ParamResolved<T>> : std::true_type {};
+template <class A>
+struct ParamTypeOf {
+  using type = void;
+};
+template <class T>
+struct ParamTypeOf<Param<T>> {
+  using type = T;
+};
+template <class T>
+struct ParamTypeOf<ParamResolved<T>> {
+  using type = T;
+};
+/// Whether a parameter of value type T binds to kernel parameter P: exactly P, or for a
+/// SharedBuffer<U> a pointer parameter U* converts to.
+template <class P, class T>
+consteval bool param_binds() {
+  if constexpr (IsSharedBuffer<T>::value)
+    return std::is_pointer_v<P> && std::is_convertible_v<decltype(std::declval<T&>().data()), P>;
+  else
+    return std::is_same_v<P, T>;
+}
+
 /// How argument A binds to kernel parameter P. `ok` says whether it may; `owned` whether the
 /// argument's memory is retained with the node.
 template <class P, class A>
@@ -83,6 +120,13 @@ struct KernelArg {
   static constexpr bool unowned = IsUnowned<Bare<A>>::value;
   static constexpr bool null = std::is_same_v<Bare<A>, std::nullptr_t>;
   static constexpr bool raw_pointer = std::is_pointer_v<Bare<A>>;
+  static constexpr bool param = IsParam<Bare<A>>::value || IsParamResolved<Bare<A>>::value;
+  static constexpr bool param_ok = [] {
+    if constexpr (IsParam<Bare<A>>::value || IsParamResolved<Bare<A>>::value)
+      return param_binds<P, typename ParamTypeOf<Bare<A>>::type>();
+    else
+      return false;
+  }();
 
   static constexpr bool buffer_ok = [] {
     if constexpr (IsUnowned<Bare<A>>::value)
@@ -95,7 +139,8 @@ struct KernelArg {
   // Why brace initialisation: it is what refuses narrowing (double -> int, size_t -> int,
   // int -> unsigned), which a plain conversion would perform silently.
   static constexpr bool narrows = !pointer_param && std::is_convertible_v<A, P> && !requires { P{std::declval<A>()}; };
-  static constexpr bool ok = pointer_param
+  static constexpr bool ok = param ? param_ok
+                           : pointer_param
                                  ? ((shared || device_rvalue) && buffer_ok) || (unowned && buffer_ok) || null
                                  : (!raw_pointer && !shared && !IsDeviceBuffer<Bare<A>>::value && !unowned &&
                                     std::is_convertible_v<A, P> && !narrows);
@@ -108,6 +153,12 @@ P kernel_value(A& a) {
   using Arg = KernelArg<P, A&>;
   if constexpr (Arg::null)
     return nullptr;
+  else if constexpr (IsParamResolved<Bare<A>>::value) {
+    if constexpr (std::is_pointer_v<P>)
+      return static_cast<P>(a.value.data());
+    else
+      return a.value;
+  }
   else if constexpr (IsUnowned<Bare<A>>::value)
     return a.ptr;
   else if constexpr (std::is_pointer_v<P>)

@@ -404,6 +404,29 @@ class BasicEdit : public Builder<BasicEdit<InBody>, InBody>, public NodeUpdates<
     if (at.count_) at.box_ = at.deps().front()->box;
     return at;
   }
+  /// Sets dynamic parameter `param` to `value` in every kernel node of this graph (and of its
+  /// embedded graphs and bodies) whose newest version — staged by this edit, else published —
+  /// binds it: one cuGraphKernelNodeSetParams per node, from the argument image tether keeps with
+  /// each version, as an update of each node (undone on rollback; the new versions, which keep
+  /// what the old ones kept but the parameter's value, and a `Param<SharedBuffer<U>>`'s new
+  /// buffer, become current at commit). All or nothing within the edit: if the driver refuses one
+  /// node, the sets before it are undone and DriverError names the parameter, the node's position
+  /// and its kernel. Executables made before are not changed (use `GraphExec::set`), nor is
+  /// `param.value()`. Returns the number of nodes set. Throws UsageError for an empty parameter or
+  /// buffer value, a closed edit, inside a host callback. Since 0.6.
+  template <class T>
+  std::size_t set(const Param<T>& param, const std::type_identity_t<T>& value) {
+    detail::Transaction* t = tx("Edit::set");
+    const void* address = nullptr;
+    return t->set_param(detail::ParamAccess::value(param, value, "Edit::set", address), false);
+  }
+  /// How many kernel nodes `set(param, v)` would set now. Throws UsageError for an empty
+  /// parameter or a closed edit. Since 0.6.
+  template <class T>
+  std::size_t bound_nodes(const Param<T>& param) {
+    detail::Transaction* t = tx("Edit::bound_nodes");
+    return t->set_param(detail::ParamValue{detail::ParamAccess::state(param, "Edit::bound_nodes"), nullptr, nullptr}, true);
+  }
   /// An insertion point at the top of an embedded graph of this hierarchy, in this transaction.
   BasicInserter<false> in(const GraphRef& view) {
     detail::Transaction* t = tx("Edit::in");

@@ -113,6 +113,15 @@ class Ledger {
 
   std::size_t size() const noexcept { return size_; }
   bool empty() const noexcept { return size_ == 0; }
+  /// Calls `f(record, version)` for every staged version, in staging order (an added, captured
+  /// or updated node's: the last call for a record names its newest version).
+  template <class F>
+  void each_staged(F&& f) {
+    for_each([&](Change& e) {
+      if ((e.kind == Kind::add || e.kind == Kind::captured || e.kind == Kind::update) && e.staged.attachment)
+        f(e.rec, e.staged.attachment);
+    });
+  }
   /// Memory for the previous parameters of updated nodes, kept until the ledger is published or
   /// discarded (the undo records point into it).
   Arena& arena() noexcept { return arena_; }

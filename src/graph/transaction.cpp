@@ -2,6 +2,8 @@
 // SPDX-FileCopyrightText: 2026 The tether authors
 #include "transaction.hpp"
 
+#include "param.hpp"
+
 namespace tether::detail {
 
 Transaction::Transaction(std::shared_ptr<Hierarchy> h) { open(std::move(h)); }
@@ -172,6 +174,67 @@ void Transaction::update(NodeRecord* r, Owners&& owners, ApplyFn apply, Undo und
     throw;
   }
   ledger_.stage_update(r, st, undo, r->box);
+}
+
+namespace {
+
+// The undo of a parameter set in an edit: the node's previous version's driver parameters.
+CUresult restore_param(const DriverTable& drv, CUgraphNode node, const void* saved) noexcept {
+  void* args[kMaxParamArgs];
+  const CUDA_KERNEL_NODE_PARAMS p = static_cast<const ParamUse*>(saved)->params(args);
+  return raw<Entry::cuGraphKernelNodeSetParams>(drv, node, &p);
+}
+
+}  // namespace
+
+std::size_t Transaction::set_param(const ParamValue& v, bool count_only) {
+  if (capturing_) [[unlikely]]
+    throw_capturing();
+  // The newest version of each node: staged by this transaction, else published.
+  std::unordered_map<const NodeRecord*, const NodeAttachment*> staged;
+  ledger_.each_staged([&](NodeRecord* r, NodeAttachment* a) { staged[r] = a; });
+  struct Site {
+    NodeRecord* rec;
+    const ParamUse* use;
+  };
+  std::vector<Site> sites;
+  auto note = [&](NodeRecord* r, const NodeAttachment* a) {
+    if (r->removing) return;
+    if (const ParamUse* u = param_use_of(a); u && u->uses(v.state)) sites.push_back({r, u});
+  };
+  for (Box& b : h_->boxes)
+    if (!b.retired.load(std::memory_order_relaxed))
+      for (NodeRecord* r = b.first; r; r = r->next) {
+        auto it = staged.find(r);
+        note(r, it == staged.end() ? r->current : it->second);
+        if (it != staged.end()) staged.erase(it);
+      }
+  for (const auto& [r, a] : staged)  // nodes this transaction added, not in their graph's list yet
+    if (r->pending) note(const_cast<NodeRecord*>(r), a);
+  if (count_only || sites.empty()) return sites.size();
+  const DriverTable& drv = *h_->drv;
+  std::size_t done = 0;
+  try {
+    for (; done < sites.size(); ++done) {
+      Owners next;
+      const ParamUse& made = next.adopt(sites[done].use->with(v));
+      NodeRecord* r = sites[done].rec;
+      update(r, std::move(next), [&] {
+        void* args[kMaxParamArgs];
+        const CUDA_KERNEL_NODE_PARAMS p = made.params(args);
+        if (CUresult res = raw<Entry::cuGraphKernelNodeSetParams>(drv, r->node, &p); res != CUDA_SUCCESS)
+          throw_call_error(drv, Entry::cuGraphKernelNodeSetParams, res,
+                           fmt::format("setting parameter '{}' on kernel node {} of the {} bound to it in a graph "
+                                       "(kernel {}); no node changed",
+                                       v.state->name(), done + 1, sites.size(), made.core->kernel));
+      }, Undo{&restore_param, sites[done].use});
+    }
+  } catch (...) {
+    // All or nothing: the sets staged before the refused one are undone now.
+    for (std::size_t i = 0; i < done; ++i) ledger_.discard_last(*h_);
+    throw;
+  }
+  return sites.size();
 }
 
 void Transaction::remove(NodeRecord* r) {

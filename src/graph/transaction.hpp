@@ -18,6 +18,8 @@
 
 namespace tether::detail {
 
+struct ParamValue;
+
 class Transaction {
  public:
   /// The driver call of an update (called once, during update()); throws DriverError when the
@@ -71,6 +73,11 @@ class Transaction {
   /// parameters on rollback. The new owners become the node's version at commit, and the previous
   /// version is released after that.
   void update(NodeRecord* r, Owners&& owners, ApplyFn apply, Undo undo);
+
+  /// Sets parameter `v` in every kernel node of the hierarchy whose newest version (staged by this
+  /// transaction, else published) binds it, all or nothing (Edit::set); with `count_only`, only
+  /// counts them. Returns the number of nodes. Throws DriverError, std::bad_alloc.
+  std::size_t set_param(const ParamValue& v, bool count_only);
 
   /// Where updates keep their nodes' previous parameters until the transaction ends.
   Arena& arena() noexcept { return ledger_.arena(); }

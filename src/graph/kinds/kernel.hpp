@@ -7,6 +7,7 @@
 #pragma once
 
 #include "../../resources/module.hpp"
+#include "../param.hpp"
 #include "desc.hpp"
 
 namespace tether::detail {
@@ -30,6 +31,10 @@ struct KernelArgsCheck<std::tuple<P...>, A...> {
   static_assert(!narrows,
                 "launch/update: a value argument would narrow to the kernel's parameter type (e.g. double -> int, "
                 "std::size_t -> int, int -> unsigned): pass a value of the parameter's type, e.g. static_cast<P>(v)");
+  static constexpr bool param_mismatch = ((KernelArg<P, A>::param && !KernelArg<P, A>::param_ok) || ...);
+  static_assert(!param_mismatch,
+                "launch/update: a Param<T> binds to a kernel parameter of exactly type T, a Param<SharedBuffer<U>> to "
+                "a pointer parameter U* (or const U*)");
   static_assert((KernelArg<P, A>::ok && ...),
                 "launch/update: an argument's type does not match the kernel's parameter type (pointer parameters "
                 "take buffers of a matching element type; value parameters take values convertible to them)");
@@ -92,6 +97,50 @@ struct KernelSaved {
   }
 };
 
+/// The owners of a kernel node version made with parameters: one ParamUse holding the argument
+/// image (`values`, laid out as KernelSaved lays them), the parameters' sites, the buffers they
+/// bind, and `keep` (the kernel and the other kept arguments). Throws std::bad_alloc (`keep` then
+/// goes to the reclaimer with the spec's other owners).
+template <class... P, class... A>
+Owners param_owners(const CUDA_KERNEL_NODE_PARAMS_v3& k, const std::string& kernel, const std::tuple<P...>& values,
+                    Owners&& keep, const A&... args) {
+  static_assert(sizeof...(P) <= kMaxParamArgs, "a kernel node with parameters has at most 64 kernel parameters");
+  using S = KernelSaved<P...>;
+  auto core = std::make_shared<ParamCore>();
+  core->base.func = k.func;
+  core->base.gridDimX = k.gridDimX;
+  core->base.gridDimY = k.gridDimY;
+  core->base.gridDimZ = k.gridDimZ;
+  core->base.blockDimX = k.blockDimX;
+  core->base.blockDimY = k.blockDimY;
+  core->base.blockDimZ = k.blockDimZ;
+  core->base.sharedMemBytes = k.sharedMemBytes;
+  core->base.ctx = k.ctx;
+  core->offsets.assign(S::offsets.begin(), S::offsets.end());
+  core->image_bytes = S::bytes;
+  core->kernel = kernel;
+  ParamUse use{nullptr, std::unique_ptr<std::byte[]>(new std::byte[S::bytes]), {}};
+  std::apply([&](const auto&... v) {
+    std::size_t i = 0;
+    ((std::memcpy(use.image.get() + S::offsets[i++], &v, sizeof v)), ...);
+  }, values);
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    auto site = [&](std::uint32_t arg, const auto& a) {
+      if constexpr (IsParamResolved<Bare<decltype(a)>>::value) {
+        core->sites.push_back({a.state, arg});
+        if constexpr (IsSharedBuffer<Bare<decltype(a.value)>>::value)
+          use.held.push_back(std::make_shared<const Bare<decltype(a.value)>>(a.value));
+        else
+          use.held.push_back(nullptr);
+      }
+    };
+    (site(static_cast<std::uint32_t>(I), args), ...);
+  }(std::index_sequence_for<A...>{});
+  core->keep = std::move(keep);
+  use.core = std::move(core);
+  return Owners{std::move(use)};
+}
+
 }  // namespace tether::detail
 
 TETHER_EXPORT namespace tether {
@@ -118,6 +167,7 @@ class Spec<KernelNode<P...>> : public detail::SpecKeeping<Spec<KernelNode<P...>>
   /// the kernel: a Kernel (copied) or the kernel's record itself (an update moves in the reference
   /// it took: no second count).
   template <class K, class... A>
+    requires(!(detail::IsParam<detail::Bare<A>>::value || ...))
   Spec(detail::What what, const detail::KernelInfo& info, K&& kernel, const Launch& l, A&&... args)
       : Base(CU_GRAPH_NODE_TYPE_KERNEL), checked_(check(what.text, l, args...)), values_{detail::kernel_value<P>(args)...},
         info_(&info) {
@@ -132,8 +182,20 @@ class Spec<KernelNode<P...>> : public detail::SpecKeeping<Spec<KernelNode<P...>>
     p.blockDimZ = l.block().z;
     p.sharedMemBytes = static_cast<unsigned>(l.shared_memory_bytes());
     p.ctx = info.context;
-    owners_.owners = detail::owners_of(std::tuple_cat(detail::kernel_ref<P>(std::forward<A>(args))...), std::forward<K>(kernel));
+    if constexpr ((detail::IsParamResolved<detail::Bare<A>>::value || ...))
+      owners_.owners = detail::param_owners(
+          p, info.name, values_,
+          detail::owners_of(std::tuple_cat(detail::kernel_ref<P>(std::forward<A>(args))...), std::forward<K>(kernel)),
+          args...);
+    else
+      owners_.owners =
+          detail::owners_of(std::tuple_cat(detail::kernel_ref<P>(std::forward<A>(args))...), std::forward<K>(kernel));
   }
+  /// The same with Param arguments: each parameter's value is taken once (what the node binds).
+  template <class K, class... A>
+    requires(detail::IsParam<detail::Bare<A>>::value || ...)
+  Spec(detail::What what, const detail::KernelInfo& info, K&& kernel, const Launch& l, A&&... args)
+      : Spec(what, info, std::forward<K>(kernel), l, detail::resolve_param(std::forward<A>(args))...) {}
 
   /// The launch configuration (dimensions, dynamic shared memory, attributes).
   Launch launch() const noexcept {

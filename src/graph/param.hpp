@@ -1,0 +1,243 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 The tether authors
+//
+// Dynamic parameters (docs/serving.md, "Dynamic parameters"): a Param<T> is bound into kernel
+// node arguments when the nodes are made; `GraphExec::set` and `Edit::set` then change every node
+// that uses it. What a node version knows of its parameters is one immutable owner of the
+// version, a ParamUse: the kernel's whole argument image plus which arguments are parameters, so
+// that a set can make the next version of each node without reading anything back from the
+// driver, and the versions a set makes share everything else (the kernel, the other buffers).
+#pragma once
+
+#include "../config.hpp"
+#include "../prelude.hpp"
+#include "../attach/owners.hpp"
+#include "args.hpp"
+
+namespace tether::detail {
+
+class NodeAttachment;
+
+/// What every Param<T> shares, whatever T: its name and the size of the kernel value it binds.
+/// Identity is the object's address (a node's ParamUse names the parameters it binds).
+class ParamStateBase {
+ public:
+  ParamStateBase(std::string name, std::size_t size, bool buffer) : name_(std::move(name)), size_(size), buffer_(buffer) {}
+  ParamStateBase(const ParamStateBase&) = delete;
+  ParamStateBase& operator=(const ParamStateBase&) = delete;
+  virtual ~ParamStateBase() = default;
+  const std::string& name() const noexcept { return name_; }
+  std::size_t size() const noexcept { return size_; }
+  bool buffer() const noexcept { return buffer_; }
+
+ private:
+  std::string name_;
+  std::size_t size_;  // bytes of the kernel argument
+  bool buffer_;       // a Param<SharedBuffer<U>>: the argument is the buffer's address
+};
+
+template <class T>
+class ParamState final : public ParamStateBase {
+ public:
+  ParamState(T v, std::string name, std::size_t size, bool buffer)
+      : ParamStateBase(std::move(name), size, buffer), value_(std::move(v)) {}
+  T value() const {
+    std::lock_guard lock(mu_);
+    return value_;
+  }
+  void set(T v) {
+    std::lock_guard lock(mu_);
+    value_ = std::move(v);
+  }
+
+ private:
+  mutable std::mutex mu_;
+  T value_;
+};
+
+/// A parameter's value taken once, when a node binds it: the kernel sees exactly the value (and,
+/// for a buffer, the memory) its version keeps. What the spec's constructor receives in place of
+/// the Param argument.
+template <class T>
+struct ParamResolved {  // declared in args.hpp
+  T value;
+  std::shared_ptr<ParamStateBase> state;
+};
+
+/// A new value of a parameter, type-erased for the non-template set paths: the argument bytes and,
+/// for a buffer, the buffer the next versions keep.
+struct ParamValue {
+  const ParamStateBase* state = nullptr;
+  const void* bytes = nullptr;           // state->size() of them
+  std::shared_ptr<const void> held;       // a SharedBuffer<U> copy, or null
+};
+
+/// What a kernel node version made with parameters shares with the versions sets make from it:
+/// the driver parameters but the arguments, where each argument sits in the image, which of them
+/// are parameters, and the owners of the rest (the kernel, the other kept buffers). Immutable.
+struct ParamCore {
+  struct Site {
+    std::shared_ptr<ParamStateBase> param;
+    std::uint32_t arg;  // the kernel parameter it is bound to
+  };
+  CUDA_KERNEL_NODE_PARAMS base{};  // kernelParams null
+  std::vector<std::uint32_t> offsets;  // per kernel parameter, into an image
+  std::size_t image_bytes = 0;
+  std::vector<Site> sites;
+  Owners keep;
+  std::string kernel;  // its name, for messages
+};
+
+/// One kernel node version's parameters: its argument image and the buffers its parameters bind
+/// (one per site; null for a value). An owner of the version, never changed once made.
+struct ParamUse {
+  std::shared_ptr<const ParamCore> core;
+  std::unique_ptr<std::byte[]> image;
+  std::vector<std::shared_ptr<const void>> held;
+
+  /// Whether this version binds `p`.
+  bool uses(const ParamStateBase* p) const noexcept {
+    for (const ParamCore::Site& s : core->sites)
+      if (s.param.get() == p) return true;
+    return false;
+  }
+  /// The driver parameters of this version; `args` has room for every kernel parameter.
+  CUDA_KERNEL_NODE_PARAMS params(void** args) const noexcept {
+    CUDA_KERNEL_NODE_PARAMS p = core->base;
+    for (std::size_t i = 0; i < core->offsets.size(); ++i) args[i] = image.get() + core->offsets[i];
+    p.kernelParams = core->offsets.empty() ? nullptr : args;
+    p.extra = nullptr;
+    return p;
+  }
+  /// This version with `v` in place of its parameter's arguments. Throws std::bad_alloc.
+  ParamUse with(const ParamValue& v) const {
+    ParamUse next{core, std::unique_ptr<std::byte[]>(new std::byte[core->image_bytes ? core->image_bytes : 1]), held};
+    std::memcpy(next.image.get(), image.get(), core->image_bytes);
+    for (std::size_t i = 0; i < core->sites.size(); ++i)
+      if (core->sites[i].param.get() == v.state) {
+        std::memcpy(next.image.get() + core->offsets[core->sites[i].arg], v.bytes, v.state->size());
+        next.held[i] = v.held;
+      }
+    return next;
+  }
+};
+
+/// "kernel scale with parameters step, x (and 2 owners)": what `inspect` shows for a ParamUse.
+std::string tether_owner_label(const ParamUse& u);
+
+/// The ParamUse of a version (the bundle `version` heads), or null: versions of kernel nodes made
+/// with parameters have one.
+const ParamUse* param_use_of(const NodeAttachment* version) noexcept;
+
+/// The largest number of kernel parameters a node with parameters may have (the set paths build
+/// argument arrays on the stack).
+inline constexpr std::size_t kMaxParamArgs = 64;
+
+[[noreturn]] void throw_empty_param(std::string_view what);
+[[noreturn]] void throw_empty_param_buffer(std::string_view what, std::string_view name);
+struct ParamAccess;
+
+}  // namespace tether::detail
+
+TETHER_EXPORT namespace tether {
+
+/// A dynamic parameter: a value bound into the arguments of any number of kernel nodes — passed
+/// as a kernel argument where a value of type `T` would go, when nodes are added (`Edit::launch`,
+/// `tether::kernel`), captured (`Stream::launch` inside a capture) or updated — and then changed
+/// for all of them at once: `exec.set(param, v)` in an executable, `e.set(param, v)` in a graph.
+/// `T` is a trivially copyable value (bound to a kernel parameter of exactly type `T`) or a
+/// `SharedBuffer<U>` (bound to a pointer parameter `U*`, or `const U*`; every node version keeps
+/// the buffer it uses, as a buffer argument does).
+///
+/// A node takes the parameter's current value (`value()`) when it is made; `set_value` changes
+/// what nodes made afterwards take, not the nodes made before (change those with `set`). A
+/// parameter binds nodes of any number of graphs and executables; each graph and executable holds
+/// its own value for its own nodes.
+///
+/// Copyable: copies are the same parameter. Empty state: default-constructed or moved from:
+/// `operator bool` false; `value`, `set_value` and binding throw UsageError. Thread safety: every
+/// member may be called from any thread.
+template <class T>
+class Param {
+  static constexpr bool buffer = detail::IsSharedBuffer<T>::value;
+  static_assert(buffer || (std::is_trivially_copyable_v<T> && !std::is_pointer_v<T> && !std::is_reference_v<T>),
+                "Param<T>: T is a trivially copyable value type (not a pointer) or a SharedBuffer<U>");
+
+ public:
+  using value_type = T;
+  /// An empty parameter (see "Empty state").
+  Param() noexcept = default;
+  /// A parameter whose nodes start with `initial`; `name` is what errors and `inspect` call it.
+  /// A SharedBuffer value must not be empty (UsageError).
+  explicit Param(T initial, std::string name = "param") {
+    if constexpr (buffer)
+      if (!initial) detail::throw_empty_param_buffer("Param", name);
+    s_ = std::make_shared<detail::ParamState<T>>(std::move(initial), std::move(name),
+                                                 buffer ? sizeof(void*) : sizeof(T), buffer);
+  }
+  /// Whether this handle names a parameter.
+  explicit operator bool() const noexcept { return s_ != nullptr; }
+  /// Its name ("param" unless given). Throws UsageError when empty.
+  const std::string& name() const { return live("Param::name").name(); }
+  /// The value nodes made from now on take. Throws UsageError when empty.
+  T value() const { return live("Param::value").value(); }
+  /// Sets the value nodes made from now on take (nodes already made keep theirs). Throws
+  /// UsageError when empty or, for a buffer, when `v` is empty.
+  void set_value(T v) {
+    detail::ParamState<T>& s = live("Param::set_value");
+    if constexpr (buffer)
+      if (!v) detail::throw_empty_param_buffer("Param::set_value", s.name());
+    s.set(std::move(v));
+  }
+
+ private:
+  friend struct detail::ParamAccess;
+  detail::ParamState<T>& live(std::string_view what) const {
+    if (!s_) detail::throw_empty_param(what);
+    return *s_;
+  }
+  std::shared_ptr<detail::ParamState<T>> s_;
+};
+
+}  // namespace tether
+
+namespace tether::detail {
+
+struct ParamAccess {
+  /// The parameter's value, taken once, with its identity: what a node binds.
+  template <class T>
+  static ParamResolved<T> resolve(const Param<T>& p, std::string_view what) {
+    ParamState<T>& s = p.live(what);
+    return {s.value(), p.s_};
+  }
+  /// A new value of `p` for the set paths. For a buffer, `keep` receives the copy the next
+  /// versions keep. Throws UsageError for an empty parameter or buffer.
+  template <class T>
+  static ParamValue value(const Param<T>& p, const T& v, std::string_view what, const void*& address) {
+    ParamState<T>& s = p.live(what);
+    if constexpr (IsSharedBuffer<T>::value) {
+      if (!v) throw_empty_param_buffer(what, s.name());
+      auto held = std::make_shared<const T>(v);
+      address = static_cast<const void*>(held->data());
+      return {&s, &address, std::move(held)};
+    } else {
+      return {&s, &v, nullptr};
+    }
+  }
+  template <class T>
+  static const ParamStateBase* state(const Param<T>& p, std::string_view what) {
+    return &p.live(what);
+  }
+};
+
+/// What the spec's constructor receives for kernel argument `a`: a Param's value taken once, or
+/// `a` itself.
+template <class A>
+decltype(auto) resolve_param(A&& a) {
+  if constexpr (IsParam<std::remove_cvref_t<A>>::value)
+    return ParamAccess::resolve(a, "binding a parameter");
+  else
+    return std::forward<A>(a);
+}
+
+}  // namespace tether::detail

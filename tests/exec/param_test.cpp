@@ -1,0 +1,414 @@
+// SPDX-License-Identifier: Apache-2.0
+// SPDX-FileCopyrightText: 2026 The tether authors
+//
+// Dynamic parameters (docs/serving.md, "Dynamic parameters"): a generated family of bindings
+// (every way a kernel node is made × value and buffer parameters × an executable's set and an
+// edit's set), one driver call per bound node, all or nothing under injected driver failures,
+// ownership of swapped buffers across launches in flight, sets after per-node and whole updates,
+// rollback, the empty states and the messages.
+#include <doctest/doctest.h>
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/dsl_fixture.hpp"
+#include "support/launch_gate.hpp"
+
+using namespace tether;
+using namespace tether_test;
+
+namespace {
+
+using Fill = KernelNode<float*, float, int>;
+
+// How a node bound to the parameters is made.
+enum class Maker { launch, spec, capture, exclusive_capture, edit_capture };
+constexpr Maker kMakers[] = {Maker::launch, Maker::spec, Maker::capture, Maker::exclusive_capture, Maker::edit_capture};
+const char* name_of(Maker m) {
+  switch (m) {
+    case Maker::launch: return "Edit::launch";
+    case Maker::spec: return "Edit::add(tether::kernel(...))";
+    case Maker::capture: return "Stream::launch in a capture";
+    case Maker::exclusive_capture: return "Stream::launch in an exclusive capture";
+    case Maker::edit_capture: return "Stream::launch in Edit::capture";
+  }
+  return "?";
+}
+
+// `nodes` fills, each `fill(x_i, value, 4)` with x_i bound to parameter `buf` for the even ones
+// (else its own buffer) and value bound to `value` for all, made by `how`.
+Graph make_fills(DslFixture& f, Maker how, int nodes, const Param<float>& value, const Param<SharedBuffer<float>>& buf,
+                 std::vector<SharedBuffer<float>>& own) {
+  auto one = [&](int i, auto&& add) {
+    if (i % 2 == 0)
+      add(buf);
+    else
+      add(own[static_cast<std::size_t>(i)]);
+  };
+  for (int i = 0; i < nodes; ++i) own.push_back(f.buffer(4, -1.0f));
+  Graph g{f.ctx};
+  switch (how) {
+    case Maker::launch:
+    case Maker::spec:
+      g.edit([&](Edit& e) {
+        for (int i = 0; i < nodes; ++i)
+          one(i, [&](const auto& x) {
+            if (how == Maker::launch)
+              e.launch(f.k.fill, Grid{1}, Block{4}, x, value, 4);
+            else
+              e.add(tether::kernel(f.k.fill, Grid{1}, Block{4}, x, value, 4));
+          });
+      });
+      break;
+    case Maker::capture:
+    case Maker::exclusive_capture: {
+      auto body = [&] {
+        for (int i = 0; i < nodes; ++i) one(i, [&](const auto& x) { f.stream.launch(f.k.fill, Grid{1}, Block{4}, x, value, 4); });
+      };
+      g = how == Maker::capture ? tether::capture(f.stream, body)
+                                : tether::capture(f.stream, CaptureMode::global, CaptureStreams::exclusive, body);
+      break;
+    }
+    case Maker::edit_capture:
+      g.edit([&](Edit& e) {
+        e.capture(f.stream, [&] {
+          for (int i = 0; i < nodes; ++i) one(i, [&](const auto& x) { f.stream.launch(f.k.fill, Grid{1}, Block{4}, x, value, 4); });
+        });
+      });
+      break;
+  }
+  return g;
+}
+
+}  // namespace
+
+TEST_SUITE_BEGIN("dynamic parameters");
+
+TEST_CASE_FIXTURE(DslFixture, "a parameter set in an executable or a graph changes every node bound to it, however the "
+                              "nodes were made, with one driver call per node") {
+  for (Maker how : kMakers)
+    for (int nodes : {1, 2, 5})
+      for (bool in_exec : {true, false}) {
+        const std::string maker = name_of(how);
+        CAPTURE(maker);
+        CAPTURE(nodes);
+        CAPTURE(in_exec);
+        SharedBuffer<float> a = buffer(4, 0.0f), b = buffer(4, 0.0f);
+        Param<float> value(1.0f, "value");
+        Param<SharedBuffer<float>> buf(a, "buf");
+        std::vector<SharedBuffer<float>> own;
+        Graph g = make_fills(*this, how, nodes, value, buf, own);
+        const std::size_t with_buf = static_cast<std::size_t>((nodes + 1) / 2);
+        GraphExec exec = g.instantiate();
+        // Edit::capture puts its nodes in an embedded graph, which CUDA updates only as a whole.
+        const bool nested = how == Maker::edit_capture;
+        CHECK(exec.bound_nodes(value) == (nested ? 0 : static_cast<std::size_t>(nodes)));
+        CHECK(exec.bound_nodes(buf) == (nested ? 0 : with_buf));
+        exec.launch(stream);
+        stream.synchronize();
+        CHECK(read(a) == std::vector<float>(4, 1.0f));
+        if (simulated) sim::reset_call_counts();
+        if (in_exec && nested) {
+          const std::string expected = "parameter 'value' is bound to " + std::to_string(nodes);
+          CHECK_THROWS_WITH_AS(exec.set(value, 2.5f), doctest::Contains(expected.c_str()), UsageError);
+          continue;
+        }
+        if (in_exec) {
+          CHECK(exec.set(value, 2.5f) == static_cast<std::size_t>(nodes));
+          CHECK(exec.set(buf, b) == with_buf);
+          if (simulated) CHECK(sim::call_count("cuGraphExecKernelNodeSetParams") == static_cast<std::uint64_t>(nodes) + with_buf);
+        } else {
+          g.edit([&](Edit& e) {
+            CHECK(e.set(value, 2.5f) == static_cast<std::size_t>(nodes));
+            CHECK(e.set(buf, b) == with_buf);
+          });
+          if (simulated) CHECK(sim::call_count("cuGraphKernelNodeSetParams") == static_cast<std::uint64_t>(nodes) + with_buf);
+          // The executable made before still runs the old values; a whole update takes the new ones.
+          exec.launch(stream);
+          stream.synchronize();
+          CHECK(read(b) == std::vector<float>(4, 0.0f));
+          REQUIRE(exec.update(g));
+        }
+        exec.launch(stream);
+        stream.synchronize();
+        CHECK(read(b) == std::vector<float>(4, 2.5f));
+        CHECK(read(a) == std::vector<float>(4, 1.0f));  // no longer written
+        for (int i = 1; i < nodes; i += 2) CHECK(read(own[static_cast<std::size_t>(i)]) == std::vector<float>(4, 2.5f));
+        CHECK(value.value() == 1.0f);  // sets change nodes, not what new nodes take
+      }
+}
+
+TEST_CASE_FIXTURE(DslFixture, "a parameter binds only to a kernel parameter of its own type, and a set of a parameter "
+                              "no node uses changes nothing") {
+  Param<float> value(1.0f);
+  Param<int> count(4, "count");
+  Param<float> unused(0.0f);
+  SharedBuffer<float> x = buffer(4, 0.0f);
+  Graph g{ctx};
+  g.edit([&](Edit& e) { e.launch(k.fill, Grid{1}, Block{4}, x, value, count); });
+  GraphExec exec = g.instantiate();
+  if (simulated) sim::reset_call_counts();
+  CHECK(exec.set(unused, 3.0f) == 0);
+  if (simulated) CHECK(sim::call_count("cuGraphExecKernelNodeSetParams") == 0);
+  CHECK(exec.set(count, 2) == 1);
+  CHECK(exec.set(value, 7.0f) == 1);
+  exec.launch(stream);
+  stream.synchronize();
+  CHECK(read(x) == std::vector<float>{7.0f, 7.0f, 0.0f, 0.0f});
+  static_assert(detail::KernelArg<float, Param<float>&>::ok);
+  static_assert(!detail::KernelArg<double, Param<float>&>::ok);  // exactly the parameter's type
+  static_assert(!detail::KernelArg<float*, Param<float>&>::ok);
+  static_assert(detail::KernelArg<const float*, Param<SharedBuffer<float>>&>::ok);
+  static_assert(!detail::KernelArg<int*, Param<SharedBuffer<float>>&>::ok);
+}
+
+TEST_CASE_FIXTURE(DslFixture, "a refused parameter set changes no node of the executable, keeps no new version, and "
+                              "says which parameter, node and kernel") {
+  if (!simulated) return;  // faults are injected by the simulator
+  for (int refused = 1; refused <= 3; ++refused) {
+    CAPTURE(refused);
+    SharedBuffer<float> a = buffer(4, 0.0f), b = buffer(4, 0.0f);
+    Param<SharedBuffer<float>> buf(a, "weights");
+    Graph g{ctx};
+    g.edit([&](Edit& e) {
+      for (int i = 0; i < 3; ++i) e.launch(k.fill, Grid{1}, Block{4}, buf, static_cast<float>(i + 1), 4);
+    });
+    GraphExec exec = g.instantiate();
+    const long b_refs = b.use_count();
+    sim::fail_call("cuGraphExecKernelNodeSetParams", static_cast<std::uint64_t>(refused));
+    try {
+      exec.set(buf, b);
+      FAIL("the set was not refused");
+    } catch (const DriverError& e) {
+      const std::string m = e.what();
+      CHECK(m.find("parameter 'weights'") != std::string::npos);
+      CHECK(m.find("node " + std::to_string(refused) + " of the 3") != std::string::npos);
+      CHECK(m.find("kernel fill") != std::string::npos);
+      CHECK(m.find("no node changed") != std::string::npos);
+    }
+    sim::clear_faults();
+    exec.launch(stream);
+    stream.synchronize();
+    CHECK(read(a) == std::vector<float>(4, 3.0f));  // every node still writes a
+    CHECK(read(b) == std::vector<float>(4, 0.0f));
+    CHECK(eventually([&] { return b.use_count() == b_refs; }));  // the rejected versions were released
+    CHECK(exec.live_node_versions() == 0);
+    CHECK(exec.set(buf, b) == 3);  // and a later set succeeds
+  }
+}
+
+TEST_CASE_FIXTURE(DslFixture, "a refused parameter set in an edit undoes the sets before it and the edit still commits "
+                              "what it did before") {
+  if (!simulated) return;
+  SharedBuffer<float> x = buffer(4, 0.0f), y = buffer(4, 0.0f);
+  Param<float> value(1.0f, "step");
+  Graph g{ctx};
+  g.edit([&](Edit& e) {
+    e.launch(k.fill, Grid{1}, Block{4}, x, value, 4);
+    e.launch(k.fill, Grid{1}, Block{4}, y, value, 4);
+  });
+  g.edit([&](Edit& e) {
+    CHECK(e.set(value, 2.0f) == 2);
+    sim::fail_call("cuGraphKernelNodeSetParams", 2);
+    CHECK_THROWS_WITH_AS(e.set(value, 3.0f), doctest::Contains("setting parameter 'step' on kernel node 2 of the 2"),
+                         DriverError);
+    sim::clear_faults();
+  });
+  run(g);
+  CHECK(read(x) == std::vector<float>(4, 2.0f));
+  CHECK(read(y) == std::vector<float>(4, 2.0f));
+}
+
+TEST_CASE_FIXTURE(DslFixture, "an edit's parameter set is undone with the edit, sees the edit's own new nodes, and "
+                              "skips nodes the edit removes") {
+  SharedBuffer<float> x = buffer(4, 0.0f), y = buffer(4, 0.0f), z = buffer(4, 0.0f);
+  Param<float> value(1.0f);
+  Graph g{ctx};
+  Node<Fill> nz;
+  g.edit([&](Edit& e) {
+    e.launch(k.fill, Grid{1}, Block{4}, x, value, 4);
+    nz = e.launch(k.fill, Grid{1}, Block{4}, z, value, 4);
+  });
+  {
+    Edit e = g.edit();
+    CHECK(e.set(value, 5.0f) == 2);
+  }  // rolled back
+  g.edit([&](Edit& e) {
+    e.launch(k.fill, Grid{1}, Block{4}, y, value, 4);  // added by this edit
+    e.remove(nz);
+    CHECK(e.bound_nodes(value) == 2);
+    CHECK(e.set(value, 6.0f) == 2);
+    CHECK(e.set(value, 7.0f) == 2);  // the newest versions are this edit's
+  });
+  run(g);
+  CHECK(read(x) == std::vector<float>(4, 7.0f));
+  CHECK(read(y) == std::vector<float>(4, 7.0f));
+  CHECK(read(z) == std::vector<float>(4, 0.0f));
+}
+
+TEST_CASE_FIXTURE(DslFixture, "a buffer swapped by a parameter set stays alive until the launch that used it has "
+                              "finished, and the new one for as long as a version uses it") {
+  SharedBuffer<float> a = buffer(4, 0.0f);
+  Param<SharedBuffer<float>> buf(a, "buf");
+  auto gate = std::make_shared<LaunchGate>();
+  Graph g{ctx};
+  g.edit([&](Edit& e) {
+    Node<HostNode> hold = e.host([gate] { gate->wait(); });
+    e.after(hold).launch(k.fill, Grid{1}, Block{4}, buf, 9.0f, 4);
+  });
+  GraphExec exec = g.instantiate();
+  buf.set_value(buffer(4, 0.0f));  // the parameter no longer keeps a
+  std::weak_ptr<int> probe;
+  {
+    SharedBuffer<float> b = buffer(4, 0.0f);
+    exec.set(buf, b);  // a per-node version now keeps b
+    exec.launch(stream);
+    REQUIRE(eventually([&] { return gate->waiting.load() == 1; }));
+    const long before = b.use_count();
+    exec.set(buf, a);  // supersedes b's version while the launch runs
+    std::this_thread::sleep_for(20ms);
+    CHECK(b.use_count() == before);  // still kept for the launch in flight
+    gate->open = true;
+    stream.synchronize();
+    exec.reclaim(stream);
+    stream.synchronize();
+    CHECK(eventually([&] { return b.use_count() == 1; }));  // only this test's handle
+    CHECK(read(b) == std::vector<float>(4, 9.0f));
+  }
+  a = SharedBuffer<float>();  // only the executable's version keeps it now
+  exec.launch(stream);
+  stream.synchronize();
+  CHECK(exec.live_node_versions() == 1);
+}
+
+TEST_CASE_FIXTURE(DslFixture, "a per-node update without the parameter unbinds the node, and one with it binds it "
+                              "again") {
+  SharedBuffer<float> x = buffer(4, 0.0f);
+  Param<float> value(1.0f);
+  Graph g{ctx};
+  Node<Fill> n;
+  g.edit([&](Edit& e) { n = e.launch(k.fill, Grid{1}, Block{4}, x, value, 4); });
+  GraphExec exec = g.instantiate();
+  exec.update(n, Grid{1}, Block{4}, x, 4.0f, 4);
+  CHECK(exec.bound_nodes(value) == 0);
+  CHECK(exec.set(value, 5.0f) == 0);
+  exec.launch(stream);
+  stream.synchronize();
+  CHECK(read(x) == std::vector<float>(4, 4.0f));
+  exec.update(n, Grid{1}, Block{4}, x, value, 4);
+  CHECK(exec.set(value, 6.0f) == 1);
+  exec.launch(stream);
+  stream.synchronize();
+  CHECK(read(x) == std::vector<float>(4, 6.0f));
+}
+
+TEST_CASE_FIXTURE(DslFixture, "after a whole update from another graph, a parameter set changes the nodes the "
+                              "executable now runs") {
+  SharedBuffer<float> x = buffer(4, 0.0f), y = buffer(4, 0.0f);
+  Param<float> step(1.0f, "step");
+  auto build = [&](const SharedBuffer<float>& dst) {
+    return tether::capture(stream, [&] {
+      stream.launch(k.fill, Grid{1}, Block{4}, x, 0.5f, 4);
+      stream.launch(k.fill, Grid{1}, Block{4}, dst, step, 4);
+    });
+  };
+  Graph g1 = build(x);
+  GraphExec exec = g1.instantiate();
+  Graph g2 = build(y);
+  UpdateResult r = exec.update_or_reinstantiate(g2);
+  REQUIRE(r);
+  CHECK_FALSE(r.reinstantiated);
+  CHECK(exec.bound_nodes(step) == 1);
+  CHECK(exec.set(step, 8.0f) == 1);
+  exec.launch(stream);
+  stream.synchronize();
+  CHECK(read(y) == std::vector<float>(4, 8.0f));
+  CHECK(read(x) == std::vector<float>(4, 0.5f));
+  // The source graph gains a node: the pairing is gone, and the set says why.
+  const Node<> first = g1.nodes().front();
+  g1.edit([&](Edit& e) { e.remove(first); });
+  CHECK_THROWS_WITH_AS(exec.set(step, 2.0f), doctest::Contains("cannot be paired"), UsageError);
+}
+
+TEST_CASE_FIXTURE(DslFixture, "inspect names a node's parameters, and every public call on an empty parameter says "
+                              "it is empty") {
+  SharedBuffer<float> x = buffer(4, 0.0f);
+  Param<float> step(1.0f, "step");
+  Graph g{ctx};
+  g.edit([&](Edit& e) { e.launch(k.fill, Grid{1}, Block{4}, x, step, 4); });
+  const std::string shown = fmt::format("{}", inspect(g));
+  CHECK(shown.find("kernel fill with parameter step (and 1 other owner)") != std::string::npos);
+
+  Param<float> empty;
+  CHECK_FALSE(empty);
+  Param<float> moved = std::move(step);
+  CHECK_FALSE(step);  // NOLINT(bugprone-use-after-move): the moved-from state is defined
+  CHECK(moved);
+  GraphExec exec = g.instantiate();
+  CHECK_THROWS_WITH_AS(empty.value(), doctest::Contains("Param::value: this Param is moved from or empty"), UsageError);
+  CHECK_THROWS_WITH_AS(empty.set_value(1.0f), doctest::Contains("Param::set_value"), UsageError);
+  CHECK_THROWS_WITH_AS(empty.name(), doctest::Contains("Param::name"), UsageError);
+  CHECK_THROWS_WITH_AS(exec.set(empty, 1.0f), doctest::Contains("GraphExec::set: this Param"), UsageError);
+  CHECK_THROWS_WITH_AS(exec.bound_nodes(empty), doctest::Contains("GraphExec::bound_nodes"), UsageError);
+  CHECK_THROWS_WITH_AS(g.edit([&](Edit& e) { e.set(empty, 1.0f); }), doctest::Contains("Edit::set: this Param"), UsageError);
+  CHECK_THROWS_WITH_AS(g.edit([&](Edit& e) { e.launch(k.fill, Grid{1}, Block{4}, x, empty, 4); }),
+                       doctest::Contains("binding a parameter: this Param"), UsageError);
+  Param<SharedBuffer<float>> buf(x, "weights");
+  CHECK_THROWS_WITH_AS(buf.set_value(SharedBuffer<float>()), doctest::Contains("parameter 'weights' is an empty SharedBuffer"),
+                       UsageError);
+  CHECK_THROWS_WITH_AS(exec.set(buf, SharedBuffer<float>()), doctest::Contains("GraphExec::set: the value of parameter 'weights'"),
+                       UsageError);
+  CHECK_THROWS_WITH_AS((Param<SharedBuffer<float>>(SharedBuffer<float>(), "w")), doctest::Contains("parameter 'w'"), UsageError);
+  GraphExec none;
+  CHECK_THROWS_WITH_AS(none.set(moved, 1.0f), doctest::Contains("GraphExec is moved from or empty"), UsageError);
+}
+
+TEST_CASE_FIXTURE(DslFixture, "a parameter set inside a host callback is refused, as every call that reaches the "
+                              "driver is") {
+  SharedBuffer<float> x = buffer(4, 0.0f);
+  Param<float> step(1.0f, "step");
+  Graph g{ctx};
+  g.edit([&](Edit& e) { e.launch(k.fill, Grid{1}, Block{4}, x, step, 4); });
+  GraphExec exec = g.instantiate();
+  std::string seen;
+  stream.host([&] {
+    try {
+      exec.set(step, 2.0f);
+    } catch (const UsageError& e) {
+      seen = e.what();
+    }
+  });
+  stream.synchronize();
+  CHECK(seen.find("GraphExec::set") != std::string::npos);
+  CHECK(seen.find("host callback") != std::string::npos);
+}
+
+TEST_CASE_FIXTURE(DslFixture, "threads setting parameters of one executable while others launch it lose no version") {
+  SharedBuffer<float> x = buffer(4, 0.0f);
+  Param<float> step(0.0f, "step");
+  Param<SharedBuffer<float>> buf(x, "buf");
+  Graph g{ctx};
+  g.edit([&](Edit& e) {
+    for (int i = 0; i < 4; ++i) e.launch(k.fill, Grid{1}, Block{4}, buf, step, 4);
+  });
+  GraphExec exec = g.instantiate();
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 3; ++t)
+    ts.emplace_back([&, t] {
+      Stream s = ctx.make_stream();
+      for (int i = 0; i < 50; ++i) {
+        if (t == 0) exec.set(step, static_cast<float>(i));
+        if (t == 1) exec.set(buf, buffer(4, 0.0f));
+        exec.launch(s);
+      }
+      s.synchronize();
+    });
+  for (auto& t : ts) t.join();
+  exec.launch(stream);
+  stream.synchronize();
+  exec.reclaim(stream);
+  stream.synchronize();
+  CHECK(eventually([&] { return exec.live_node_versions() == 4; }));
+}
