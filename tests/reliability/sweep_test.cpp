@@ -151,6 +151,10 @@ struct World {
     return b;
   }
 
+  // Dynamic parameters bound by nodes of g (the parameter scenarios).
+  std::optional<Param<float>> step;
+  std::optional<Param<SharedBuffer<float>>> weights;
+
   int done = 0;                      // steps of a multi-step operation that succeeded
   std::vector<std::string> reports;  // what the operation reported through the error hook
   std::vector<GraphPrint> before;    // the graphs before the operation
@@ -844,6 +848,62 @@ std::vector<Scenario> scenarios(SweepFixture& f) {
   exec_update("an event wait node", [&f](World& wd) { wd.exec->update(wd.wait, f.e2); }, {});
   exec_update("a child graph node", [](World& wd) { wd.exec->update(wd.child.node, *wd.alt); },
               {2, 2, 0, 0, 1});
+
+  // Parameter sets: g gains three fills bound to `step` (two of them also to `weights`) on
+  // scratch buffers, and the executable is made again from it.
+  auto with_params = [&f](World& wd) {
+    f.plain(wd);
+    wd.step.emplace(1.0f, "step");
+    wd.weights.emplace(f.scratch[0], "weights");
+    wd.g->edit([&](Edit& e) {
+      e.after().keeping(Owners{wd.old_w()}).launch(f.k.fill, Grid{1}, Block{4}, *wd.weights, *wd.step, 4);
+      e.after().launch(f.k.fill, Grid{1}, Block{4}, *wd.weights, *wd.step, 4);
+      e.after().launch(f.k.fill, Grid{1}, Block{4}, f.scratch[1], *wd.step, 4);
+    });
+    wd.exec.emplace(wd.g->instantiate());
+  };
+  // What the parameter nodes wrote in one launch of `exec`: (scratch 0, 1, 2).
+  auto param_run = [&f](GraphExec& exec) {
+    for (int i = 0; i < 3; ++i) f.scratch[static_cast<std::size_t>(i)].fill_bytes(0);
+    exec.launch(f.stream);
+    f.stream.synchronize();
+    return std::array<float, 3>{f.read(f.scratch[0])[0], f.read(f.scratch[1])[0], f.read(f.scratch[2])[0]};
+  };
+  for (bool buffer : {false, true})
+    list.push_back({std::string("a parameter set in an executable (") + (buffer ? "a buffer" : "a value") + ")",
+                    with_params,
+                    [&f, buffer](World& wd) {
+                      // Not inside CHECK: the harness must see the exception.
+                      const std::size_t set = buffer ? wd.exec->set(*wd.weights, f.scratch[2]) : wd.exec->set(*wd.step, 3.0f);
+                      CHECK(set == (buffer ? 2u : 3u));
+                    },
+                    [&f, buffer, param_run](World& wd) {
+                      f.expect_run(*wd.exec, {});
+                      CHECK(param_run(*wd.exec) == (buffer ? std::array<float, 3>{0, 1, 1} : std::array<float, 3>{3, 3, 0}));
+                      f.expect_graph_runs(wd);  // the definition is unchanged
+                    },
+                    [param_run](World& wd) {
+                      CHECK(param_run(*wd.exec) == std::array<float, 3>{1, 1, 0});
+                    }});
+  list.push_back({"a parameter set in an edit (a value and a buffer)", with_params,
+                  [&f](World& wd) {
+                    wd.g->edit([&](Edit& e) {
+                      const std::size_t steps = e.set(*wd.step, 3.0f);
+                      const std::size_t weights = e.set(*wd.weights, f.scratch[2]);
+                      CHECK(steps == 3);
+                      CHECK(weights == 2);
+                    });
+                  },
+                  [&f, param_run](World& wd) {
+                    f.expect_run(*wd.exec, {});
+                    CHECK(param_run(*wd.exec) == std::array<float, 3>{1, 1, 0});  // made before the edit
+                    GraphExec fresh = wd.g->instantiate();
+                    CHECK(param_run(fresh) == std::array<float, 3>{0, 3, 3});
+                  },
+                  [param_run](World& wd) {
+                    GraphExec fresh = wd.g->instantiate();
+                    CHECK(param_run(fresh) == std::array<float, 3>{1, 1, 0});
+                  }});
 
   list.push_back({"a whole executable update from an updated clone",
                   [&f](World& wd) {
