@@ -1005,3 +1005,21 @@ TEST_CASE("dynamic parameters bind, set in edits and executables, and swap buffe
   CHECK(f.all(x, 5.0f));
   CHECK(throws_with<tether::UsageError>([&] { tether::Param<float> none; none.value(); }, "Param::value: this Param"));
 }
+
+TEST_CASE("memory accounting answers for graphs, executables and the process with import tether alone") {
+  Fixture f;
+  tether::SharedBuffer<float> x = f.shared();
+  tether::Graph g{f.ctx};
+  g.edit([&](tether::Edit& e) { e.launch(f.fill, tether::Grid{1}, tether::Block{n}, x, 1.0f, n); });
+  tether::GraphExec exec = g.instantiate();
+  CHECK(tether::owned_memory(g).device_bytes == x.size() * sizeof(float));
+  CHECK(tether::owned_memory(exec).allocations == 1);
+  CHECK(tether::inspect(g).graphs[0].nodes[0].memory.device_bytes == x.size() * sizeof(float));
+  tether::MemoryReport r = tether::memory_report(f.ctx);
+  CHECK(r.graphs >= 1);
+  CHECK(r.buffer_device_bytes >= x.size() * sizeof(float));
+  CHECK(!tether::to_string(r).empty());
+  CHECK(tether::to_string(tether::owned_memory(g)).size() > 6);
+  tether::GraphMemory m = tether::graph_memory(f.ctx);
+  CHECK(m.reserved_high >= m.reserved);
+}

@@ -65,6 +65,16 @@ std::size_t groups_owner_count(const NodeAttachment* head) noexcept {
   return n;
 }
 
+void groups_measure(const NodeAttachment* head, MemoryTally& t) {
+  for (const NodeAttachment* b = head; b; b = b->next_group_) b->ops_->measure(b->values(), t);
+}
+
+void MemoryTally::add(std::uintptr_t base, std::size_t bytes, bool pinned) {
+  if (!base || !seen_.insert(base).second) return;
+  (pinned ? pinned_bytes : device_bytes) += bytes;
+  ++allocations;
+}
+
 void groups_destroy(NodeAttachment* head) noexcept {
   while (head) {
     NodeAttachment* next = head->next_group_;

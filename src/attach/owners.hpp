@@ -7,6 +7,16 @@
 
 TETHER_EXPORT namespace tether {
 class Owners;
+
+/// Memory that owners keep (`inspect`, `owned_memory`): the device and page-locked host bytes of
+/// the distinct allocations of tether's buffers among them — an allocation kept by several
+/// owners, nodes or versions counts once. Memory an owner holds in a way tether cannot see (a
+/// callable's captured `std::vector`, a raw pointer in a custom owner) is not counted. Since 0.6.
+struct OwnedMemory {
+  std::size_t device_bytes = 0;  ///< device buffers (SharedBuffer, DeviceBuffer, parameter buffers)
+  std::size_t pinned_bytes = 0;  ///< page-locked host buffers (PinnedBuffer, SharedPinnedBuffer)
+  std::size_t allocations = 0;   ///< distinct allocations counted
+};
 }  // namespace tether
 
 namespace tether::detail {
@@ -44,12 +54,35 @@ std::string owner_label(const T& v) {
 
 class NodeAttachment;  // a group's layout (and an attachment's): node_attachment.hpp, private
 
+/// What a memory measurement has seen: device and page-locked host bytes of the distinct
+/// allocations owners keep (an allocation kept by several owners, nodes or versions counts once).
+class MemoryTally {
+ public:
+  /// Counts the allocation at `base` of `bytes`, unless this tally has seen it.
+  void add(std::uintptr_t base, std::size_t bytes, bool pinned);
+  std::size_t device_bytes = 0;
+  std::size_t pinned_bytes = 0;
+  std::size_t allocations = 0;
+  OwnedMemory value() const noexcept { return {device_bytes, pinned_bytes, allocations}; }
+
+ private:
+  std::unordered_set<std::uintptr_t> seen_;
+};
+
+/// Adds what owner `v` keeps to `t`: `tether_owner_memory(v, t)` where argument-dependent lookup
+/// finds one (tether's buffers define it), else nothing (the owner holds no memory tether knows).
+template <class T>
+void owner_memory(const T& v, MemoryTally& t) {
+  if constexpr (requires { tether_owner_memory(v, t); }) tether_owner_memory(v, t);
+}
+
 /// What a group's values need from their types, one constant table per list of value types:
 /// how to destroy them and how to describe them (`inspect`). Why a table, not virtual functions:
 /// the group's layout (the attachment's fields, its link on the reclaimer's queue) stays private.
 struct GroupOps {
   void (*destroy)(void* values) noexcept;
   void (*describe)(const void* values, std::vector<std::string>& out);
+  void (*measure)(const void* values, MemoryTally& out);
   std::uint32_t count;  // values in the group
   std::size_t bytes;    // their size
   std::size_t align;    // their alignment
@@ -69,6 +102,8 @@ NodeAttachment* groups_join(NodeAttachment* more, NodeAttachment* head) noexcept
 std::size_t groups_owner_count(const NodeAttachment* head) noexcept;
 /// Destroys every group of the bundle `head` heads (the most recently added first).
 void groups_destroy(NodeAttachment* head) noexcept;
+/// Adds the memory every owner of the bundle `head` heads keeps to `t`.
+void groups_measure(const NodeAttachment* head, MemoryTally& t);
 
 template <class... T>
 struct GroupOf {
@@ -77,7 +112,10 @@ struct GroupOf {
   static void describe(const void* v, std::vector<std::string>& out) {
     std::apply([&](const auto&... x) { (out.push_back(owner_label(x)), ...); }, *static_cast<const Values*>(v));
   }
-  static constexpr GroupOps ops{&destroy, &describe, sizeof...(T), sizeof(Values), alignof(Values)};
+  static void measure(const void* v, MemoryTally& out) {
+    std::apply([&](const auto&... x) { (owner_memory(x, out), ...); }, *static_cast<const Values*>(v));
+  }
+  static constexpr GroupOps ops{&destroy, &describe, &measure, sizeof...(T), sizeof(Values), alignof(Values)};
 
   /// A new group holding `a...` moved or copied into its values; nothing is moved from `a` if it
   /// throws.
@@ -144,6 +182,8 @@ class Owners {
 
   /// Number of owners held.
   std::size_t size() const noexcept { return head_ ? detail::groups_owner_count(head_) : 0; }
+  /// Adds the memory the owners keep to `t` (each distinct allocation once per tally).
+  void measure(detail::MemoryTally& t) const { detail::groups_measure(head_, t); }
   /// Whether the bundle holds no owner.
   bool empty() const noexcept { return head_ == nullptr; }
 

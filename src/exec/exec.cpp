@@ -832,6 +832,20 @@ std::size_t GraphExec::live_node_versions() const noexcept {
   return n;
 }
 
+OwnedMemory owned_memory(const GraphExec& exec) {
+  if (!exec.s_) detail::throw_empty("tether::owned_memory", "GraphExec");
+  detail::ExecOwners& o = *exec.s_->owners;
+  std::lock_guard lock(o.mu);
+  detail::MemoryTally t;
+  for (const detail::NodeAttachment* a : o.other) detail::groups_measure(a, t);
+  for (const detail::ExecOwners::Slot& x : o.table) {
+    detail::groups_measure(x.base, t);
+    detail::groups_measure(detail::OwnersAccess::head(x.owners), t);
+  }
+  for (const detail::ExecOwners::Retired& x : o.retired) detail::groups_measure(detail::OwnersAccess::head(x.owners), t);
+  return t.value();
+}
+
 std::size_t live_executables() noexcept { return detail::g_live_execs.load(std::memory_order_relaxed); }
 std::size_t live_graphs() noexcept { return detail::Hierarchy::live(); }
 
@@ -939,6 +953,14 @@ Inspection inspect(const GraphExec& exec) {
     if (r->generation.load(std::memory_order_acquire) != generation) return;
     if (auto it = where.find(r); it != where.end()) std::tie(v.graph, v.node) = it->second;
   };
+  detail::MemoryTally all;
+  auto measure = [&](ExecVersion& v, const detail::NodeAttachment* a) {
+    detail::MemoryTally mine;
+    detail::groups_measure(a, mine);
+    detail::groups_measure(a, all);
+    v.memory = mine.value();
+  };
+  for (const detail::NodeAttachment* a : o.other) detail::groups_measure(a, all);
   for (const detail::ExecOwners::Slot& x : o.table) {
     if (!x.rec) continue;
     if (x.base) {
@@ -946,6 +968,7 @@ Inspection inspect(const GraphExec& exec) {
       v.state = ExecVersion::State::instantiated;
       place(v, x.rec, x.base_generation);
       x.base->describe(v.owners);
+      measure(v, x.base);
       in.versions.push_back(std::move(v));
     }
     if (const detail::NodeAttachment* a = detail::OwnersAccess::head(x.owners)) {
@@ -954,6 +977,7 @@ Inspection inspect(const GraphExec& exec) {
       place(v, x.rec, x.rec->generation.load(std::memory_order_acquire));
       v.since_launch = x.installed_at;
       a->describe(v.owners);
+      measure(v, a);
       in.versions.push_back(std::move(v));
     }
   }
@@ -962,9 +986,13 @@ Inspection inspect(const GraphExec& exec) {
     v.state = ExecVersion::State::superseded;
     if (x.rec) place(v, x.rec, x.generation);
     v.last_launch = x.after_launches;
-    if (const detail::NodeAttachment* a = detail::OwnersAccess::head(x.owners)) a->describe(v.owners);
+    if (const detail::NodeAttachment* a = detail::OwnersAccess::head(x.owners)) {
+      a->describe(v.owners);
+      measure(v, a);
+    }
     in.versions.push_back(std::move(v));
   }
+  in.memory = all.value();
   std::sort(in.versions.begin(), in.versions.end(), [](const ExecVersion& a, const ExecVersion& b) {
     return std::tie(a.graph, a.node, a.state, a.last_launch, a.since_launch) <
            std::tie(b.graph, b.node, b.state, b.last_launch, b.since_launch);

@@ -19,6 +19,7 @@ TETHER_EXPORT namespace tether {
 
 struct Inspection;
 Inspection inspect(const GraphExec& exec);
+OwnedMemory owned_memory(const GraphExec& exec);
 
 /// Options of `Graph::instantiate` (cuGraphInstantiateWithFlags flags).
 struct InstantiateOptions {
@@ -207,6 +208,7 @@ class GraphExec : public NodeUpdates<GraphExec> {
  private:
   friend class Graph;
   friend Inspection inspect(const GraphExec& exec);
+  friend OwnedMemory owned_memory(const GraphExec& exec);
   friend class NodeUpdates<GraphExec>;
   static constexpr detail::UpdateNames update_names{"GraphExec::update", "GraphExec::update(memset)",
                                                      "GraphExec::update(memcpy)"};

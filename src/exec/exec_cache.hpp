@@ -43,9 +43,11 @@ struct ExecCacheStats {
 /// keys proceed meanwhile, and concurrent `get`s of the key being built wait for that one build
 /// (if it throws, each of them then tries its own).
 ///
-/// The cost function defaults to counting every executable as 0 bytes (only `max_count`
-/// applies); give one to budget memory, e.g. the buffer bytes the graph owns. Executables shared
-/// between threads launch one at a time (GraphExec's rule).
+/// The cost function defaults to the device bytes of the buffers the executable's versions keep
+/// (`owned_memory(exec).device_bytes`: each allocation once; buffers other executables or the
+/// application also keep count for each of them). The driver's own memory for an executable is
+/// not measurable (no call reports it); give a cost function to count it, or a different figure.
+/// Executables shared between threads launch one at a time (GraphExec's rule).
 ///
 /// Empty state: a default-constructed or moved-from cache holds nothing and every call but
 /// `stats`, `size`, `contains` and `operator bool` throws UsageError. Thread safety: all members
@@ -240,7 +242,7 @@ class ExecCache {
     try {
       exec = std::make_shared<GraphExec>(st.build(key));
       if (!*exec) throw UsageError("ExecCache::get: the build function returned an empty GraphExec");
-      if (st.cost) bytes = st.cost(key, *exec);
+      bytes = st.cost ? st.cost(key, *exec) : owned_memory(*exec).device_bytes;
       lock.lock();
       placeholder->lru = st.lru.insert(st.lru.begin(), key);
     } catch (...) {

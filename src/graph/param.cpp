@@ -22,6 +22,12 @@ std::string tether_owner_label(const ParamUse& u) {
   return s;
 }
 
+void tether_owner_memory(const ParamUse& u, MemoryTally& t) {
+  for (const ParamHeld& h : u.held)
+    if (h.keep) t.add(h.base, h.bytes, false);
+  u.core->keep.measure(t);
+}
+
 void throw_empty_param(std::string_view what) {
   throw UsageError(fmt::format("{}: this Param is moved from or empty", what));
 }

@@ -68,8 +68,16 @@ struct ParamResolved {  // declared in args.hpp
 /// for a buffer, the buffer the next versions keep.
 struct ParamValue {
   const ParamStateBase* state = nullptr;
-  const void* bytes = nullptr;           // state->size() of them
-  std::shared_ptr<const void> held;       // a SharedBuffer<U> copy, or null
+  const void* bytes = nullptr;      // state->size() of them
+  std::shared_ptr<const void> held;  // a SharedBuffer<U> copy, or null
+  std::size_t held_bytes = 0;        // its device bytes (memory accounting)
+};
+
+/// A buffer a parameter site of a version keeps, and what it measures.
+struct ParamHeld {
+  std::shared_ptr<const void> keep;  // a SharedBuffer<U> copy; null for a value
+  std::uintptr_t base = 0;
+  std::size_t bytes = 0;
 };
 
 /// What a kernel node version made with parameters shares with the versions sets make from it:
@@ -93,7 +101,7 @@ struct ParamCore {
 struct ParamUse {
   std::shared_ptr<const ParamCore> core;
   std::unique_ptr<std::byte[]> image;
-  std::vector<std::shared_ptr<const void>> held;
+  std::vector<ParamHeld> held;  // one per site
 
   /// Whether this version binds `p`.
   bool uses(const ParamStateBase* p) const noexcept {
@@ -116,7 +124,8 @@ struct ParamUse {
     for (std::size_t i = 0; i < core->sites.size(); ++i)
       if (core->sites[i].param.get() == v.state) {
         std::memcpy(next.image.get() + core->offsets[core->sites[i].arg], v.bytes, v.state->size());
-        next.held[i] = v.held;
+        next.held[i] = {v.held, reinterpret_cast<std::uintptr_t>(v.held ? *static_cast<void* const*>(v.bytes) : nullptr),
+                        v.held_bytes};
       }
     return next;
   }
@@ -124,6 +133,9 @@ struct ParamUse {
 
 /// "kernel scale with parameters step, x (and 2 owners)": what `inspect` shows for a ParamUse.
 std::string tether_owner_label(const ParamUse& u);
+/// What a memory measurement counts for a ParamUse: the buffers its sites bind and what the
+/// kernel's other arguments keep.
+void tether_owner_memory(const ParamUse& u, MemoryTally& t);
 
 /// The ParamUse of a version (the bundle `version` heads), or null: versions of kernel nodes made
 /// with parameters have one.
@@ -219,9 +231,9 @@ struct ParamAccess {
       if (!v) throw_empty_param_buffer(what, s.name());
       auto held = std::make_shared<const T>(v);
       address = static_cast<const void*>(held->data());
-      return {&s, &address, std::move(held)};
+      return {&s, &address, std::move(held), v.size() * sizeof(typename T::value_type)};
     } else {
-      return {&s, &v, nullptr};
+      return {&s, &v, nullptr, 0};
     }
   }
   template <class T>

@@ -152,10 +152,24 @@ std::vector<BodyRef> query_bodies(const BoxRef& ref, const Context* ctx, const N
 
 }  // namespace
 
+/// "0 B", "512 B", "4.0 KiB", "1.5 MiB", "2.0 GiB".
+std::string byte_text(std::uint64_t n) {
+  if (n < 1024) return fmt::format("{} B", n);
+  const char* units[] = {"KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(n) / 1024.0;
+  std::size_t u = 0;
+  while (v >= 1024.0 && u + 1 < std::size(units)) {
+    v /= 1024.0;
+    ++u;
+  }
+  return fmt::format("{:.1f} {}", v, units[u]);
+}
+
 Inspection inspect_boxes(const std::shared_ptr<Hierarchy>& h, Box& top,
                          std::unordered_map<const NodeRecord*, std::pair<std::size_t, std::size_t>>* where) {
   const DriverTable& drv = *h->drv;
   Inspection in;
+  MemoryTally all;
   std::vector<Box*> boxes{&top};
   for (std::size_t gi = 0; gi < boxes.size(); ++gi) {
     Box& b = *boxes[gi];
@@ -173,7 +187,13 @@ Inspection inspect_boxes(const std::shared_ptr<Hierarchy>& h, Box& top,
       n.tracked = h->untracked.empty() || !h->untracked.count(r);
       if (!h->names.empty())
         if (auto it = h->names.find(r); it != h->names.end()) n.name = it->second;
-      if (r->current) r->current->describe(n.owners);
+      if (r->current) {
+        r->current->describe(n.owners);
+        MemoryTally mine;
+        groups_measure(r->current, mine);
+        groups_measure(r->current, all);
+        n.memory = mine.value();
+      }
       if (n.kind == NodeKind::kernel) {
         // Best effort: a picture is still worth having if the driver does not answer.
         CUDA_KERNEL_NODE_PARAMS kp{};
@@ -227,6 +247,7 @@ Inspection inspect_boxes(const std::shared_ptr<Hierarchy>& h, Box& top,
         in.graphs[c].parent = gi;
         in.graphs[c].parent_node = n.index;
       }
+  in.memory = all.value();
   return in;
 }
 
@@ -392,6 +413,62 @@ Inspection inspect(const GraphRef& graph) {
 }
 Inspection inspect(const BodyRef& graph) {
   return detail::inspect_ref(detail::GraphAccess::ref(graph), detail::GraphAccess::ctx_ptr(graph), "tether::inspect");
+}
+
+OwnedMemory owned_memory(const Graph& graph) {
+  detail::check_calls_allowed("tether::owned_memory");
+  const auto& h = detail::GraphAccess::live(graph, "tether::owned_memory");
+  detail::HierarchyGuard lock(h->mu, "tether::owned_memory");
+  detail::MemoryTally t;
+  for (const detail::Box& b : h->boxes)
+    if (!b.retired.load(std::memory_order_relaxed))
+      for (const detail::NodeRecord* r = b.first; r; r = r->next) detail::groups_measure(r->current, t);
+  return t.value();
+}
+
+GraphMemory graph_memory(const Context& ctx) {
+  detail::check_calls_allowed("tether::graph_memory");
+  const detail::DriverTable& drv = *detail::state_of(ctx)->table;
+  GraphMemory m;
+  const CUdevice dev = ctx.device();
+  auto get = [&](CUgraphMem_attribute a, std::uint64_t& out, const char* what) {
+    cuuint64_t v = 0;
+    detail::call<detail::Entry::cuDeviceGetGraphMemAttribute>(drv, what, dev, a, static_cast<void*>(&v));
+    out = v;
+  };
+  get(CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, m.used, "reading the graph memory pool's used bytes");
+  get(CU_GRAPH_MEM_ATTR_USED_MEM_HIGH, m.used_high, "reading the graph memory pool's highest used bytes");
+  get(CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, m.reserved, "reading the graph memory pool's reserved bytes");
+  get(CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH, m.reserved_high, "reading the graph memory pool's highest reserved bytes");
+  return m;
+}
+
+MemoryReport memory_report(const Context& ctx) {
+  MemoryReport r;
+  r.graph_memory = graph_memory(ctx);
+  r.graphs = live_graphs();
+  r.executables = live_executables();
+  r.node_versions = static_cast<std::size_t>(detail::NodeAttachment::live());
+  r.buffer_device_bytes = detail::buffer_bytes(false);
+  r.buffer_pinned_bytes = detail::buffer_bytes(true);
+  return r;
+}
+
+std::string to_string(const OwnedMemory& m) {
+  std::string s = fmt::format("{} device", detail::byte_text(m.device_bytes));
+  if (m.pinned_bytes) s += fmt::format(", {} pinned", detail::byte_text(m.pinned_bytes));
+  s += fmt::format(" in {} allocation{}", m.allocations, m.allocations == 1 ? "" : "s");
+  return s;
+}
+
+std::string to_string(const MemoryReport& r) {
+  return fmt::format(
+      "{} graph{}, {} executable{}, {} node version{}; buffers hold {} device, {} pinned; graph memory pool: {} "
+      "used (high {}), {} reserved (high {})",
+      r.graphs, r.graphs == 1 ? "" : "s", r.executables, r.executables == 1 ? "" : "s", r.node_versions,
+      r.node_versions == 1 ? "" : "s", detail::byte_text(r.buffer_device_bytes), detail::byte_text(r.buffer_pinned_bytes),
+      detail::byte_text(r.graph_memory.used), detail::byte_text(r.graph_memory.used_high),
+      detail::byte_text(r.graph_memory.reserved), detail::byte_text(r.graph_memory.reserved_high));
 }
 
 std::string to_dot(const Graph& graph, const DotOptions& options) { return to_dot(inspect(graph), options); }

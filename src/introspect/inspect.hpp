@@ -76,6 +76,8 @@ struct NodeInfo {
   ChildKind child = ChildKind::none;
   /// Indices, in the same `GraphInfo::nodes`, of the nodes this one depends on (cuGraphGetEdges).
   std::vector<std::size_t> dependencies;
+  /// The memory the node's current version keeps (its buffers and parameter buffers). Since 0.6.
+  OwnedMemory memory;
   /// The owners of the node's current version, one label each ("SharedBuffer<float>[1024]",
   /// "kernel scale", "(lambda at 02_ownership.cpp:31:14)"); empty when that version owns nothing.
   std::vector<std::string> owners;
@@ -120,6 +122,7 @@ struct ExecVersion {
   std::size_t graph = 0;  ///< where the node is: `Inspection::graphs[graph].nodes[node]`
   std::size_t node = 0;
   std::vector<std::string> owners;  ///< one label per owner, as NodeInfo::owners
+  OwnedMemory memory;               ///< the memory this version keeps. Since 0.6.
   std::uint64_t since_launch = 0;   ///< updated: the number of launches made before it was installed
   std::uint64_t last_launch = 0;    ///< superseded: the last launch that may use it
 };
@@ -142,6 +145,10 @@ struct Inspection {
   bool updated_from_other_graph = false;
   /// Versions the executable keeps, per node: instantiated, updated and superseded ones.
   std::vector<ExecVersion> versions;
+  /// The memory every listed version keeps, each allocation once: for a graph, its nodes'
+  /// current versions; for an executable, the versions it keeps (as `versions` lists them, plus
+  /// those of the graph of its last whole update, if another). Since 0.6.
+  OwnedMemory memory;
 
   /// Every node of every graph (`graphs[i].nodes` summed).
   std::size_t node_count() const noexcept;
@@ -159,6 +166,51 @@ Inspection inspect(const Graph& graph);
 /// Inspects the child graph or body `graph` and what is below it (`graphs[0]` is it).
 Inspection inspect(const GraphRef& graph);
 Inspection inspect(const BodyRef& graph);
+
+/// The memory `graph`'s nodes' current versions keep (as `inspect(graph).memory`, without its
+/// driver calls). Owners the graph keeps without a node (`Capture::keeping`, unattributed captured
+/// work) are not counted. Throws UsageError for an empty graph, inside a host callback or while
+/// this thread edits it. Since 0.6.
+OwnedMemory owned_memory(const Graph& graph);
+/// The memory an executable's versions keep (as `inspect(exec).memory`, without a driver call):
+/// what dropping the executable can give back once no launch uses it, if nothing else keeps those
+/// buffers. The driver's own memory for the executable (its copy of the nodes, its upload) is not
+/// measurable per executable: no driver call reports it (`graph_memory` reports the graph memory
+/// pool device-wide). Throws UsageError for an empty executable. Since 0.6.
+OwnedMemory owned_memory(const GraphExec& exec);
+
+/// The device's graph memory pool, which graph memory nodes (`Edit::alloc`, stream-ordered
+/// allocations captured into graphs) use: bytes allocated now and at most since the process
+/// began or the last trim, and bytes the pool reserves (cuDeviceGetGraphMemAttribute). Since 0.6.
+struct GraphMemory {
+  std::uint64_t used = 0;           ///< CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT
+  std::uint64_t used_high = 0;      ///< CU_GRAPH_MEM_ATTR_USED_MEM_HIGH
+  std::uint64_t reserved = 0;       ///< CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT
+  std::uint64_t reserved_high = 0;  ///< CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH
+};
+/// `ctx`'s device's graph memory pool (four cuDeviceGetGraphMemAttribute calls). Throws
+/// UsageError inside a host callback, DriverError. Since 0.6.
+GraphMemory graph_memory(const Context& ctx);
+
+/// What the process holds through tether now (`memory_report`). Since 0.6.
+struct MemoryReport {
+  std::size_t graphs = 0;             ///< graph hierarchies alive (`live_graphs`)
+  std::size_t executables = 0;        ///< executables alive, also those only launches keep (`live_executables`)
+  std::size_t node_versions = 0;      ///< node versions alive (their attachments, not yet reclaimed)
+  std::size_t buffer_device_bytes = 0;  ///< device memory tether's buffers hold (whoever keeps them)
+  std::size_t buffer_pinned_bytes = 0;  ///< page-locked host memory tether's buffers hold
+  GraphMemory graph_memory;           ///< the device's graph memory pool (`graph_memory(ctx)`)
+};
+/// A process-wide report: counts of graphs, executables and node versions alive, the memory
+/// tether's buffers hold, and `ctx`'s device's graph memory pool. Per graph and per executable,
+/// `owned_memory` and `inspect` say which of those buffers each keeps. Throws as `graph_memory`.
+/// Since 0.6.
+MemoryReport memory_report(const Context& ctx);
+/// "4.0 KiB device in 2 allocations" (", 1.0 KiB pinned" when there is any). Since 0.6.
+std::string to_string(const OwnedMemory& m);
+/// "3 graphs, 2 executables, 40 node versions; buffers hold 1.5 MiB device, 0 B pinned; graph
+/// memory pool: 0 B used (high 64.0 KiB), ..." Since 0.6.
+std::string to_string(const MemoryReport& r);
 /// Inspects an executable: the graph it was (last) instantiated from, as `inspect(graph)`, and
 /// the versions it keeps (`Inspection::versions`), with its launch counts. Throws as `inspect(graph)`,
 /// and UsageError for an empty GraphExec.
@@ -225,6 +277,22 @@ struct fmt::formatter<tether::NodeInfo> : fmt::formatter<std::string_view> {
   template <class Ctx>
   auto format(const tether::NodeInfo& n, Ctx& ctx) const {
     return fmt::formatter<std::string_view>::format(tether::to_string(n), ctx);
+  }
+};
+/// `fmt::format("{}", memory)`: as `to_string(memory)`.
+template <>
+struct fmt::formatter<tether::OwnedMemory> : fmt::formatter<std::string_view> {
+  template <class Ctx>
+  auto format(const tether::OwnedMemory& m, Ctx& ctx) const {
+    return fmt::formatter<std::string_view>::format(tether::to_string(m), ctx);
+  }
+};
+/// `fmt::format("{}", report)`: as `to_string(report)`.
+template <>
+struct fmt::formatter<tether::MemoryReport> : fmt::formatter<std::string_view> {
+  template <class Ctx>
+  auto format(const tether::MemoryReport& r, Ctx& ctx) const {
+    return fmt::formatter<std::string_view>::format(tether::to_string(r), ctx);
   }
 };
 /// `fmt::format("{}", inspection)`: as `to_string(inspection)`.

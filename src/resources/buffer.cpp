@@ -8,12 +8,28 @@
 
 namespace tether::detail {
 
+namespace {
+std::atomic<std::size_t> g_buffer_bytes[2];
+}  // namespace
+
+std::size_t buffer_bytes(bool pinned) noexcept { return g_buffer_bytes[pinned].load(std::memory_order_relaxed); }
+
+std::size_t count_buffer_bytes(bool pinned, std::size_t bytes, bool add) noexcept {
+  if (add)
+    g_buffer_bytes[pinned].fetch_add(bytes, std::memory_order_relaxed);
+  else
+    g_buffer_bytes[pinned].fetch_sub(bytes, std::memory_order_relaxed);
+  return bytes;
+}
+
 void FreeDevice::operator()(CUdeviceptr p) const noexcept {
+  count_buffer_bytes(false, bytes, false);
   if (pooled) return release_pooled(owner, pooled.release());  // stream-ordered: mem_pool.cpp
   release_with<Entry::cuMemFreeAsync>(owner, p, "freeing device memory");  // stream-ordered: context.cpp
 }
 
 void FreeHost::operator()(void* p) const noexcept {
+  count_buffer_bytes(true, bytes, false);
   release_with<Entry::cuMemFreeHost>(owner, p, "freeing pinned host memory");
 }
 
@@ -47,12 +63,13 @@ DeviceMemory::DeviceMemory(const Context& ctx, std::size_t count, std::size_t el
       *s->table,
       [&] { return fmt::format("allocating {} elements of {} ({} bytes) of device memory", count, type, n); }, &p,
       n);
-  handle_ = UniqueHandle<CUdeviceptr, FreeDevice>(p, FreeDevice{s, {}});
+  handle_ = UniqueHandle<CUdeviceptr, FreeDevice>(p, FreeDevice{s, {}, count_buffer_bytes(false, n, true)});
   bytes_ = n;
 }
 
 DeviceMemory::DeviceMemory(const Context& ctx, CUdeviceptr adopt, std::size_t bytes) noexcept
-    : handle_(adopt, FreeDevice{state_of(ctx), {}}), bytes_(adopt ? bytes : 0) {}
+    : handle_(adopt, FreeDevice{state_of(ctx), {}, adopt ? count_buffer_bytes(false, bytes, true) : 0}),
+      bytes_(adopt ? bytes : 0) {}
 
 Context DeviceMemory::context(const char* kind) const {
   if (!handle_) throw_empty(fmt::format("{}::context", kind), kind);
@@ -141,12 +158,12 @@ HostMemory::HostMemory(const Context& ctx, std::size_t count, std::size_t elem_s
       *s->table,
       [&] { return fmt::format("allocating {} elements of {} ({} bytes) of pinned host memory", count, type, n); }, &p,
       n);
-  handle_ = UniqueHandle<void*, FreeHost>(p, FreeHost{s});
+  handle_ = UniqueHandle<void*, FreeHost>(p, FreeHost{s, count_buffer_bytes(true, n, true)});
   bytes_ = n;
 }
 
 HostMemory::HostMemory(const Context& ctx, void* adopt, std::size_t bytes) noexcept
-    : handle_(adopt, FreeHost{state_of(ctx)}), bytes_(adopt ? bytes : 0) {}
+    : handle_(adopt, FreeHost{state_of(ctx), adopt ? count_buffer_bytes(true, bytes, true) : 0}), bytes_(adopt ? bytes : 0) {}
 
 Context HostMemory::context(const char* kind) const {
   if (!handle_) throw_empty(fmt::format("{}::context", kind), kind);

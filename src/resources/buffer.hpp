@@ -30,14 +30,21 @@ void release_pooled(const ContextPtr& owner, PooledFree* f) noexcept;
 struct FreeDevice {
   ContextPtr owner;
   mutable std::unique_ptr<PooledFree, DropPooledFree> pooled;
+  std::size_t bytes = 0;  // counted in buffer_bytes while the memory lives
   void operator()(CUdeviceptr p) const noexcept;
 };
 
 // cuMemFreeHost with the buffer's context pushed, under the release rule.
 struct FreeHost {
   ContextPtr owner;
+  std::size_t bytes = 0;  // counted in buffer_bytes while the memory lives
   void operator()(void* p) const noexcept;
 };
+
+/// Device (`pinned` false) or page-locked host bytes held by tether's buffers in the process now.
+std::size_t buffer_bytes(bool pinned) noexcept;
+/// Counts `bytes` more (or, negative, fewer) held by tether's buffers. Returns `bytes`.
+std::size_t count_buffer_bytes(bool pinned, std::size_t bytes, bool add) noexcept;
 
 // `T` spelled as the compiler spells it, for error messages ("allocating 0 elements of float").
 template <class T>
@@ -70,7 +77,8 @@ class DeviceMemory {
   // Adopts a pool allocation (mem_pool.cpp) freed in stream order as `pooled` says.
   DeviceMemory(ContextPtr owner, CUdeviceptr adopt, std::size_t bytes,
                std::unique_ptr<PooledFree, DropPooledFree> pooled) noexcept
-      : handle_(adopt, FreeDevice{std::move(owner), std::move(pooled)}), bytes_(adopt ? bytes : 0) {}
+      : handle_(adopt, FreeDevice{std::move(owner), std::move(pooled), adopt ? count_buffer_bytes(false, bytes, true) : 0}),
+        bytes_(adopt ? bytes : 0) {}
   DeviceMemory(DeviceMemory&& other) noexcept
       : handle_(std::move(other.handle_)), bytes_(std::exchange(other.bytes_, 0)), name_(std::exchange(other.name_, {})) {}
   DeviceMemory& operator=(DeviceMemory&& other) noexcept {
@@ -96,6 +104,7 @@ class DeviceMemory {
   void set_name(std::string name, const char* kind) { name_ = checked_name(std::move(name), bool(handle_), kind); }
 
   CUdeviceptr release() noexcept {
+    if (handle_) count_buffer_bytes(false, handle_.deleter().bytes, false);  // no longer tether's
     bytes_ = 0;
     name_.clear();
     return handle_.release();
@@ -143,6 +152,7 @@ class HostMemory {
   void set_name(std::string name, const char* kind) { name_ = checked_name(std::move(name), bool(handle_), kind); }
 
   void* release() noexcept {
+    if (handle_) count_buffer_bytes(true, handle_.deleter().bytes, false);  // no longer tether's
     bytes_ = 0;
     name_.clear();
     return handle_.release();
@@ -215,6 +225,10 @@ class DeviceBuffer {
   /// it for a buffer named "x".
   friend std::string tether_owner_label(const DeviceBuffer& b) {
     return detail::buffer_label("DeviceBuffer", detail::type_name<T>(), b.size(), b.name());
+  }
+  /// What a memory measurement counts for it (`inspect`, `owned_memory`): its device bytes.
+  friend void tether_owner_memory(const DeviceBuffer& b, detail::MemoryTally& t) {
+    t.add(static_cast<std::uintptr_t>(b.mem_.address()), b.mem_.bytes(), false);
   }
   using value_type = T;
 
@@ -324,6 +338,10 @@ class SharedBuffer {
   friend std::string tether_owner_label(const SharedBuffer& b) {
     return detail::buffer_label("SharedBuffer", detail::type_name<T>(), b.size(), b.name());
   }
+  /// What a memory measurement counts for it: its device bytes, once however many copies.
+  friend void tether_owner_memory(const SharedBuffer& b, detail::MemoryTally& t) {
+    if (b.mem_) t.add(static_cast<std::uintptr_t>(b.mem_->address()), b.mem_->bytes(), false);
+  }
   using value_type = T;
 
   /// An empty shared buffer.
@@ -424,6 +442,10 @@ class PinnedBuffer {
   friend std::string tether_owner_label(const PinnedBuffer& b) {
     return detail::buffer_label("PinnedBuffer", detail::type_name<T>(), b.size(), b.name());
   }
+  /// What a memory measurement counts for it: its page-locked host bytes.
+  friend void tether_owner_memory(const PinnedBuffer& b, detail::MemoryTally& t) {
+    t.add(reinterpret_cast<std::uintptr_t>(b.mem_.data()), b.mem_.bytes(), true);
+  }
   using value_type = T;
 
   /// An empty buffer.
@@ -494,6 +516,10 @@ class SharedPinnedBuffer {
   /// after it for a buffer named "x".
   friend std::string tether_owner_label(const SharedPinnedBuffer& b) {
     return detail::buffer_label("SharedPinnedBuffer", detail::type_name<T>(), b.size(), b.name());
+  }
+  /// What a memory measurement counts for it: its page-locked host bytes, once however many copies.
+  friend void tether_owner_memory(const SharedPinnedBuffer& b, detail::MemoryTally& t) {
+    if (b.mem_) t.add(reinterpret_cast<std::uintptr_t>(b.mem_->data()), b.mem_->bytes(), true);
   }
   using value_type = T;
 

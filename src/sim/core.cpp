@@ -85,6 +85,9 @@ struct Memory {
   };
   std::map<std::uintptr_t, Block> blocks;
   std::vector<std::size_t> used;  // per device
+  // Graph allocations backed now, and the most there were since the last reset, per device
+  // (cuDeviceGetGraphMemAttribute). The simulator reserves no more than it backs.
+  std::vector<std::size_t> graph_used, graph_high;
   std::size_t live_device = 0;
   std::size_t live_host = 0;
 };
@@ -178,6 +181,8 @@ void init_devices() {
       d.primary.push_back(ctx);
     }
     memory().used.assign(static_cast<std::size_t>(c.options.devices), 0);
+    memory().graph_used.assign(static_cast<std::size_t>(c.options.devices), 0);
+    memory().graph_high.assign(static_cast<std::size_t>(c.options.devices), 0);
   });
 }
 
@@ -645,6 +650,25 @@ CUresult sim_cuMemGetInfo(std::size_t* free_bytes, std::size_t* total) {
   *free_bytes = cap - std::min(cap, used);
   return CUDA_SUCCESS;
 }
+CUresult sim_cuDeviceGetGraphMemAttribute(CUdevice d, CUgraphMem_attribute attr, void* value) {
+  TETHER_SIM_ENTER(cuDeviceGetGraphMemAttribute);
+  if (!value) return CUDA_ERROR_INVALID_VALUE;
+  if (d < 0 || d >= device_count()) return CUDA_ERROR_INVALID_DEVICE;
+  Memory& m = memory();
+  std::lock_guard lock(m.mu);
+  const auto dev = static_cast<std::size_t>(d);
+  switch (attr) {
+    case CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT:
+    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT:
+      *static_cast<cuuint64_t*>(value) = m.graph_used[dev];
+      return CUDA_SUCCESS;
+    case CU_GRAPH_MEM_ATTR_USED_MEM_HIGH:
+    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH:
+      *static_cast<cuuint64_t*>(value) = m.graph_high[dev];
+      return CUDA_SUCCESS;
+  }
+  return CUDA_ERROR_INVALID_VALUE;
+}
 
 // ----------------------------------------------------------------------------- modules
 
@@ -1047,6 +1071,7 @@ void device_free_block(std::uintptr_t p) {
   if (it == m.blocks.end() || !it->second.live) return;
   it->second.live = false;
   m.used[static_cast<std::size_t>(it->second.ordinal)] -= it->second.size;
+  if (it->second.graph) m.graph_used[static_cast<std::size_t>(it->second.ordinal)] -= it->second.size;
   --m.live_device;
   ::madvise(reinterpret_cast<void*>(p), it->second.mapped, MADV_DONTNEED);
   ::mprotect(reinterpret_cast<void*>(p), it->second.mapped, PROT_NONE);
@@ -1076,7 +1101,10 @@ void graph_map(std::uintptr_t p) {
   if (it == m.blocks.end() || !it->second.graph || it->second.live) return;
   if (::mprotect(reinterpret_cast<void*>(p), it->second.mapped, PROT_READ | PROT_WRITE) != 0) return;
   it->second.live = true;
-  m.used[static_cast<std::size_t>(it->second.ordinal)] += it->second.size;
+  const auto dev = static_cast<std::size_t>(it->second.ordinal);
+  m.used[dev] += it->second.size;
+  m.graph_used[dev] += it->second.size;
+  m.graph_high[dev] = std::max(m.graph_high[dev], m.graph_used[dev]);
   ++m.live_device;
 }
 
@@ -1196,6 +1224,7 @@ void fill_core(tether::detail::DriverTable& t) {
   t.set<Entry::cuMemAllocHost>(&sim_cuMemAllocHost);
   t.set<Entry::cuMemFreeHost>(&sim_cuMemFreeHost);
   t.set<Entry::cuMemGetInfo>(&sim_cuMemGetInfo);
+  t.set<Entry::cuDeviceGetGraphMemAttribute>(&sim_cuDeviceGetGraphMemAttribute);
   t.set<Entry::cuModuleLoadData>(&sim_cuModuleLoadData);
   t.set<Entry::cuModuleUnload>(&sim_cuModuleUnload);
   t.set<Entry::cuModuleGetFunction>(&sim_cuModuleGetFunction);

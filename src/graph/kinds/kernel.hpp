@@ -128,10 +128,12 @@ Owners param_owners(const CUDA_KERNEL_NODE_PARAMS_v3& k, const std::string& kern
     auto site = [&](std::uint32_t arg, const auto& a) {
       if constexpr (IsParamResolved<Bare<decltype(a)>>::value) {
         core->sites.push_back({a.state, arg});
-        if constexpr (IsSharedBuffer<Bare<decltype(a.value)>>::value)
-          use.held.push_back(std::make_shared<const Bare<decltype(a.value)>>(a.value));
+        using V = Bare<decltype(a.value)>;
+        if constexpr (IsSharedBuffer<V>::value)
+          use.held.push_back({std::make_shared<const V>(a.value), reinterpret_cast<std::uintptr_t>(a.value.data()),
+                              a.value.size() * sizeof(typename V::value_type)});
         else
-          use.held.push_back(nullptr);
+          use.held.push_back({});
       }
     };
     (site(static_cast<std::uint32_t>(I), args), ...);
