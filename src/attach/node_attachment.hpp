@@ -56,6 +56,7 @@ class NodeAttachment final : public Job {
   friend std::size_t groups_owner_count(const NodeAttachment*) noexcept;
   friend void groups_destroy(NodeAttachment*) noexcept;
   friend const ParamUse* param_use_of(const NodeAttachment*) noexcept;
+  friend bool param_use_only(const NodeAttachment*) noexcept;
   friend void groups_measure(const NodeAttachment*, MemoryTally&);
   NodeAttachment(const GroupOps* ops, std::uint16_t offset, bool overaligned) noexcept
       : Job(Kind::owners), overaligned_(overaligned), offset_(offset), ops_(ops) {}

@@ -736,9 +736,17 @@ std::size_t GraphExec::set_param(const detail::ParamValue& v) {
     const std::uint64_t launches = o.launches;
     for (std::size_t i = 0; i < n; ++i) {
       detail::ExecOwners::Slot& slot = *sites[i].slot;
-      o.supersede(slot, dead);
+      // A value set: the superseded version keeps nothing the new one does not (param_use_only),
+      // so it goes at once, and launches need no marker to release it. The new version then
+      // stands for the launches the old one served: it keeps the old one's install count, so that
+      // whatever supersedes it next keeps the buffers they share for those launches too.
+      if (!v.held && detail::param_use_only(detail::OwnersAccess::head(slot.owners))) {
+        dead += std::move(slot.owners);
+      } else {
+        o.supersede(slot, dead);
+        slot.installed_at = launches;
+      }
       slot.owners = std::move(next[i]);
-      slot.installed_at = launches;
       slot.generation = slot.rec->generation.load(std::memory_order_relaxed);
     }
   }

@@ -13,6 +13,10 @@ const ParamUse* param_use_of(const NodeAttachment* version) noexcept {
   return nullptr;
 }
 
+bool param_use_only(const NodeAttachment* version) noexcept {
+  return version && version->ops_ == &GroupOf<ParamUse>::ops && !version->next_group_;
+}
+
 std::string tether_owner_label(const ParamUse& u) {
   std::string s = "kernel " + u.core->kernel + " with parameter";
   if (u.core->sites.size() > 1) s += 's';

@@ -141,6 +141,12 @@ void tether_owner_memory(const ParamUse& u, MemoryTally& t);
 /// with parameters have one.
 const ParamUse* param_use_of(const NodeAttachment* version) noexcept;
 
+/// Whether the bundle `version` heads is a ParamUse alone: a version a value set supersedes then
+/// keeps nothing its successor does not keep too (they share the core, and a value changes no
+/// buffer), and the driver copied its arguments at the call, so a launch in flight needs nothing
+/// of it.
+bool param_use_only(const NodeAttachment* version) noexcept;
+
 /// The largest number of kernel parameters a node with parameters may have (the set paths build
 /// argument arrays on the stack).
 inline constexpr std::size_t kMaxParamArgs = 64;

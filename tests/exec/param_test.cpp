@@ -412,3 +412,34 @@ TEST_CASE_FIXTURE(DslFixture, "threads setting parameters of one executable whil
   stream.synchronize();
   CHECK(eventually([&] { return exec.live_node_versions() == 4; }));
 }
+
+TEST_CASE_FIXTURE(DslFixture, "a value set releases the version it supersedes at once, and a buffer set after it "
+                              "still keeps the old buffer for the launch in flight") {
+  SharedBuffer<float> first = buffer(4, 0.0f);
+  Param<SharedBuffer<float>> buf(first, "buf");
+  Param<float> step(1.0f, "step");
+  auto gate = std::make_shared<LaunchGate>();
+  Graph g{ctx};
+  g.edit([&](Edit& e) {
+    Node<HostNode> hold = e.host([gate] { gate->wait(); });
+    e.after(hold).launch(k.fill, Grid{1}, Block{4}, buf, step, 4);
+  });
+  GraphExec exec = g.instantiate();
+  SharedBuffer<float> b1 = buffer(4, 0.0f);
+  exec.set(buf, b1);
+  exec.launch(stream);  // runs with b1, held at the gate
+  REQUIRE(eventually([&] { return gate->waiting.load() == 1; }));
+  const long kept = b1.use_count();
+  for (int i = 0; i < 3; ++i) exec.set(step, static_cast<float>(i + 2));  // value sets: nothing retired
+  CHECK(exec.live_node_versions() == 1);
+  exec.set(buf, buffer(4, 0.0f));  // now b1's version goes, but the launch in flight still uses b1
+  CHECK(exec.live_node_versions() == 2);
+  std::this_thread::sleep_for(20ms);
+  CHECK(b1.use_count() == kept);
+  gate->open = true;
+  stream.synchronize();
+  CHECK(read(b1) == std::vector<float>(4, 1.0f));  // the launch ran with the value set before it
+  exec.reclaim(stream);
+  stream.synchronize();
+  CHECK(eventually([&] { return b1.use_count() == 1; }));
+}
