@@ -9,11 +9,13 @@
 // CALLGRIND_DUMP_STATS_AT (no-ops outside valgrind). Prints on stdout the driver calls the fakes
 // counted on this thread during the operation and, for `--op build`, tether's metadata bytes per
 // node (graph_bench's definition).
-// Usage: instructions --op build|update_all|exec_update|capture|clone|capture_exclusive --n N [--args 1|3] [--raw]
+// Usage: instructions --op build|update_all|exec_update|capture|clone|capture_exclusive|param_set --n N [--args 1|3] [--raw]
 //        instructions --check-fakes   (checks the fake driver's model, see check_fakes)
 //   build:       N chained `e.after(prev).launch(k, Grid{1}, Block{1}, bufs...)` in one edit, committed
 //   update_all:  one edit updating all N nodes to other buffers, committed
 //   exec_update: N per-node GraphExec::update on a fresh executable (the first update of each node)
+//   param_set: one GraphExec::set of a Param<SharedBuffer<float>> bound as the first argument of
+//     all N nodes, on a fresh executable (floor: N x cuGraphExecKernelNodeSetParams)
 //   capture:     tether::capture of N Stream::launch(k, Grid{1}, Block{1}, bufs...), handles kept
 //   capture_exclusive: the same with CaptureStreams::exclusive (tether adds each node itself)
 //   clone:       Graph::clone of an N-node chain (clone + rekey)
@@ -89,13 +91,14 @@ constexpr const char* kPtx = R"(.version 8.0
 }
 )";
 
-enum class Op { build, update_all, exec_update, capture, clone, capture_exclusive };
-constexpr const char* kOpNames[] = {"build", "update_all", "exec_update", "capture", "clone", "capture_exclusive"};
+enum class Op { build, update_all, exec_update, capture, clone, capture_exclusive, param_set };
+constexpr const char* kOpNames[] = {"build",  "update_all",        "exec_update", "capture",
+                                    "clone",  "capture_exclusive", "param_set"};
 constexpr int kOps = static_cast<int>(std::size(kOpNames));
 
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
-               "instructions: %s\nusage: instructions --op build|update_all|exec_update|capture|clone|capture_exclusive --n N "
+               "instructions: %s\nusage: instructions --op build|update_all|exec_update|capture|clone|capture_exclusive|param_set --n N "
                "[--args 1|3] [--raw]\n       instructions --check-fakes\n",
                why.c_str());
   std::exit(2);
@@ -231,6 +234,26 @@ void run_tether(Env& env, Op op, int n, bool measure) {
       });
       break;
     }
+    case Op::param_set: {
+      Param<SharedBuffer<float>> p(env.a[0], "p");
+      Graph g(env.ctx);
+      g.edit([&](Edit& e) {
+        for (std::size_t i = 0; i < count; ++i) {
+          auto add = [&](auto&& at) {
+            if constexpr (A == 1)
+              return at.launch(k, Grid{1}, Block{1}, p);
+            else
+              return at.launch(k, Grid{1}, Block{1}, p, env.a[1], env.a[2]);
+          };
+          nodes[i] = i ? add(e.after(nodes[i - 1])) : add(e.after());
+        }
+      });
+      GraphExec x = g.instantiate();
+      std::size_t set = 0;
+      in([&] { set = x.set(p, env.b[0]); });
+      check(set == count, "param_set: the set did not reach N nodes");
+      break;
+    }
     case Op::capture:
     case Op::capture_exclusive: {
       Graph g;
@@ -312,7 +335,8 @@ void run_raw(Env& env, Op op, int n, bool measure) {
         }
       });
       break;
-    case Op::exec_update: {
+    case Op::exec_update:
+    case Op::param_set: {
       add_all(g);
       CUgraphExec x;
       req(detail::raw<Entry::cuGraphInstantiateWithFlags>(t, &x, g, 0ull), "cuGraphInstantiateWithFlags");

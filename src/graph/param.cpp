@@ -27,8 +27,8 @@ std::string tether_owner_label(const ParamUse& u) {
 }
 
 void tether_owner_memory(const ParamUse& u, MemoryTally& t) {
-  for (const ParamHeld& h : u.held)
-    if (h.keep) t.add(h.base, h.bytes, false);
+  for (std::size_t i = 0; i < u.core->sites.size(); ++i)
+    if (const ParamHeld& h = u.held(i); h.keep) t.add(h.base, h.bytes, false);
   u.core->keep.measure(t);
 }
 

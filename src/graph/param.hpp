@@ -97,11 +97,24 @@ struct ParamCore {
 };
 
 /// One kernel node version's parameters: its argument image and the buffers its parameters bind
-/// (one per site; null for a value). An owner of the version, never changed once made.
+/// (one per site; empty for a value). An owner of the version, never changed once made. Why the
+/// image and the first site inline: a set makes one of these per node, and two heap allocations
+/// each (measured: 2 per node, about 100 instructions) were most of what a set cost beside the
+/// driver call.
 struct ParamUse {
-  std::shared_ptr<const ParamCore> core;
-  std::unique_ptr<std::byte[]> image;
-  std::vector<ParamHeld> held;  // one per site
+  static constexpr std::size_t kInline = 64;  // argument bytes kept inline
+
+  explicit ParamUse(std::shared_ptr<const ParamCore> c) : core(std::move(c)) {
+    if (core->image_bytes > kInline) big.reset(new std::byte[core->image_bytes]);
+    if (core->sites.size() > 1) rest.resize(core->sites.size() - 1);
+  }
+  ParamUse(ParamUse&&) noexcept = default;
+  ParamUse& operator=(ParamUse&&) noexcept = default;
+
+  std::byte* image() noexcept { return big ? big.get() : small; }
+  const std::byte* image() const noexcept { return big ? big.get() : small; }
+  ParamHeld& held(std::size_t site) noexcept { return site ? rest[site - 1] : first; }
+  const ParamHeld& held(std::size_t site) const noexcept { return site ? rest[site - 1] : first; }
 
   /// Whether this version binds `p`.
   bool uses(const ParamStateBase* p) const noexcept {
@@ -112,23 +125,35 @@ struct ParamUse {
   /// The driver parameters of this version; `args` has room for every kernel parameter.
   CUDA_KERNEL_NODE_PARAMS params(void** args) const noexcept {
     CUDA_KERNEL_NODE_PARAMS p = core->base;
-    for (std::size_t i = 0; i < core->offsets.size(); ++i) args[i] = image.get() + core->offsets[i];
+    const std::byte* im = image();
+    for (std::size_t i = 0; i < core->offsets.size(); ++i) args[i] = const_cast<std::byte*>(im) + core->offsets[i];
     p.kernelParams = core->offsets.empty() ? nullptr : args;
     p.extra = nullptr;
     return p;
   }
   /// This version with `v` in place of its parameter's arguments. Throws std::bad_alloc.
   ParamUse with(const ParamValue& v) const {
-    ParamUse next{core, std::unique_ptr<std::byte[]>(new std::byte[core->image_bytes ? core->image_bytes : 1]), held};
-    std::memcpy(next.image.get(), image.get(), core->image_bytes);
-    for (std::size_t i = 0; i < core->sites.size(); ++i)
+    ParamUse next(core);
+    std::memcpy(next.image(), image(), core->image_bytes);
+    for (std::size_t i = 0; i < core->sites.size(); ++i) {
       if (core->sites[i].param.get() == v.state) {
-        std::memcpy(next.image.get() + core->offsets[core->sites[i].arg], v.bytes, v.state->size());
-        next.held[i] = {v.held, reinterpret_cast<std::uintptr_t>(v.held ? *static_cast<void* const*>(v.bytes) : nullptr),
+        std::memcpy(next.image() + core->offsets[core->sites[i].arg], v.bytes, v.state->size());
+        next.held(i) = {v.held, reinterpret_cast<std::uintptr_t>(v.held ? *static_cast<void* const*>(v.bytes) : nullptr),
                         v.held_bytes};
+      } else {
+        next.held(i) = held(i);
       }
+    }
     return next;
   }
+
+  std::shared_ptr<const ParamCore> core;
+
+ private:
+  std::unique_ptr<std::byte[]> big;  // the image, when larger than kInline
+  ParamHeld first;                   // site 0's buffer
+  std::vector<ParamHeld> rest;       // sites 1.. (empty for one site: no allocation)
+  alignas(16) std::byte small[kInline];
 };
 
 /// "kernel scale with parameters step, x (and 2 owners)": what `inspect` shows for a ParamUse.

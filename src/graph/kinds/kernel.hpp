@@ -119,27 +119,29 @@ Owners param_owners(const CUDA_KERNEL_NODE_PARAMS_v3& k, const std::string& kern
   core->offsets.assign(S::offsets.begin(), S::offsets.end());
   core->image_bytes = S::bytes;
   core->kernel = kernel;
-  ParamUse use{nullptr, std::unique_ptr<std::byte[]>(new std::byte[S::bytes]), {}};
-  std::apply([&](const auto&... v) {
-    std::size_t i = 0;
-    ((std::memcpy(use.image.get() + S::offsets[i++], &v, sizeof v)), ...);
-  }, values);
   [&]<std::size_t... I>(std::index_sequence<I...>) {
     auto site = [&](std::uint32_t arg, const auto& a) {
-      if constexpr (IsParamResolved<Bare<decltype(a)>>::value) {
-        core->sites.push_back({a.state, arg});
-        using V = Bare<decltype(a.value)>;
-        if constexpr (IsSharedBuffer<V>::value)
-          use.held.push_back({std::make_shared<const V>(a.value), reinterpret_cast<std::uintptr_t>(a.value.data()),
-                              a.value.size() * sizeof(typename V::value_type)});
-        else
-          use.held.push_back({});
-      }
+      if constexpr (IsParamResolved<Bare<decltype(a)>>::value) core->sites.push_back({a.state, arg});
     };
     (site(static_cast<std::uint32_t>(I), args), ...);
   }(std::index_sequence_for<A...>{});
   core->keep = std::move(keep);
-  use.core = std::move(core);
+  ParamUse use(core);
+  std::apply([&](const auto&... v) {
+    std::size_t i = 0;
+    ((std::memcpy(use.image() + S::offsets[i++], &v, sizeof v)), ...);
+  }, values);
+  std::size_t at = 0;
+  auto hold = [&](const auto& a) {
+    if constexpr (IsParamResolved<Bare<decltype(a)>>::value) {
+      using V = Bare<decltype(a.value)>;
+      if constexpr (IsSharedBuffer<V>::value)
+        use.held(at) = {std::make_shared<const V>(a.value), reinterpret_cast<std::uintptr_t>(a.value.data()),
+                        a.value.size() * sizeof(typename V::value_type)};
+      ++at;
+    }
+  };
+  (hold(args), ...);
   return Owners{std::move(use)};
 }
 
