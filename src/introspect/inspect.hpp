@@ -180,8 +180,10 @@ OwnedMemory owned_memory(const Graph& graph);
 OwnedMemory owned_memory(const GraphExec& exec);
 
 /// The device's graph memory pool, which graph memory nodes (`Edit::alloc`, stream-ordered
-/// allocations captured into graphs) use: bytes allocated now and at most since the process
-/// began or the last trim, and bytes the pool reserves (cuDeviceGetGraphMemAttribute). Since 0.6.
+/// allocations captured into graphs) use: the memory associated with graphs now and at most, and
+/// what the pool reserves (cuDeviceGetGraphMemAttribute). On the H200 (driver 580) the driver
+/// associates memory in 32 MiB granules and gives none back at a free or when an executable goes
+/// (docs/design/driver-facts.md, GM1); the simulator does the same. Since 0.6.
 struct GraphMemory {
   std::uint64_t used = 0;           ///< CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT
   std::uint64_t used_high = 0;      ///< CU_GRAPH_MEM_ATTR_USED_MEM_HIGH

@@ -85,8 +85,9 @@ struct Memory {
   };
   std::map<std::uintptr_t, Block> blocks;
   std::vector<std::size_t> used;  // per device
-  // Graph allocations backed now, and the most there were since the last reset, per device
-  // (cuDeviceGetGraphMemAttribute). The simulator reserves no more than it backs.
+  // Graph allocations backed now, and the memory associated with graphs, per device
+  // (cuDeviceGetGraphMemAttribute): as on the H200, in 32 MiB granules that grow to cover what is
+  // backed at once and are not given back at a free or when the executable goes (GM1).
   std::vector<std::size_t> graph_used, graph_high;
   std::size_t live_device = 0;
   std::size_t live_host = 0;
@@ -657,11 +658,9 @@ CUresult sim_cuDeviceGetGraphMemAttribute(CUdevice d, CUgraphMem_attribute attr,
   Memory& m = memory();
   std::lock_guard lock(m.mu);
   const auto dev = static_cast<std::size_t>(d);
-  switch (attr) {
+  switch (attr) {  // associated memory only grows (no trim): current and highest agree
     case CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT:
     case CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT:
-      *static_cast<cuuint64_t*>(value) = m.graph_used[dev];
-      return CUDA_SUCCESS;
     case CU_GRAPH_MEM_ATTR_USED_MEM_HIGH:
     case CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH:
       *static_cast<cuuint64_t*>(value) = m.graph_high[dev];
@@ -1104,7 +1103,8 @@ void graph_map(std::uintptr_t p) {
   const auto dev = static_cast<std::size_t>(it->second.ordinal);
   m.used[dev] += it->second.size;
   m.graph_used[dev] += it->second.size;
-  m.graph_high[dev] = std::max(m.graph_high[dev], m.graph_used[dev]);
+  constexpr std::size_t granule = std::size_t{32} << 20;
+  m.graph_high[dev] = std::max(m.graph_high[dev], (m.graph_used[dev] + granule - 1) / granule * granule);
   ++m.live_device;
 }
 

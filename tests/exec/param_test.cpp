@@ -443,3 +443,82 @@ TEST_CASE_FIXTURE(DslFixture, "a value set releases the version it supersedes at
   stream.synchronize();
   CHECK(eventually([&] { return b1.use_count() == 1; }));
 }
+
+// The driver facts the parameter sets rest on, checked with raw driver calls on both drivers.
+TEST_CASE_FIXTURE(DslFixture, "P1: cuGraphExecKernelNodeSetParams copies the argument values at the call") {
+  SharedBuffer<float> x = buffer(4, 0.0f);
+  const detail::DriverTable& t = table();
+  CUdeviceptr dx = static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(x.data()));
+  float v = 1.0f;
+  int n = 4;
+  void* args[] = {&dx, &v, &n};
+  CUDA_KERNEL_NODE_PARAMS p{};
+  p.func = k.fill.function();
+  p.gridDimX = p.gridDimY = p.gridDimZ = 1;
+  p.blockDimX = 4;
+  p.blockDimY = p.blockDimZ = 1;
+  p.kernelParams = args;
+  CUgraph g = nullptr;
+  REQUIRE(detail::raw<detail::Entry::cuGraphCreate>(t, &g, 0u) == CUDA_SUCCESS);
+  CUgraphNode node = nullptr;
+  REQUIRE(detail::raw<detail::Entry::cuGraphAddKernelNode>(t, &node, g, static_cast<const CUgraphNode*>(nullptr),
+                                                           std::size_t{0}, &p) == CUDA_SUCCESS);
+  CUgraphExec e = nullptr;
+  REQUIRE(detail::raw<detail::Entry::cuGraphInstantiateWithFlags>(t, &e, g, 0ull) == CUDA_SUCCESS);
+  v = 3.0f;
+  CHECK(detail::raw<detail::Entry::cuGraphExecKernelNodeSetParams>(t, e, node, &p) == CUDA_SUCCESS);
+  v = 9.0f;  // after the call: the executable must not see it
+  launch(e);
+  CHECK(read(x) == std::vector<float>(4, 3.0f));
+  destroy(e);
+  CHECK(detail::raw<detail::Entry::cuGraphDestroy>(t, g) == CUDA_SUCCESS);
+}
+
+TEST_CASE_FIXTURE(DslFixture, "P2: after a whole update from another graph, a per-node update with the first graph's "
+                              "i-th node changes the node paired with it in creation order") {
+  SharedBuffer<float> x = buffer(4, 0.0f), y = buffer(4, 0.0f), z = buffer(4, 0.0f);
+  const detail::DriverTable& t = table();
+  auto ptr = [](const SharedBuffer<float>& b) { return static_cast<CUdeviceptr>(reinterpret_cast<std::uintptr_t>(b.data())); };
+  int n = 4;
+  auto add = [&](CUgraph g, CUdeviceptr d, float v) {
+    void* args[] = {&d, &v, &n};
+    CUDA_KERNEL_NODE_PARAMS p{};
+    p.func = k.fill.function();
+    p.gridDimX = p.gridDimY = p.gridDimZ = 1;
+    p.blockDimX = 4;
+    p.blockDimY = p.blockDimZ = 1;
+    p.kernelParams = args;
+    CUgraphNode node = nullptr;
+    REQUIRE(detail::raw<detail::Entry::cuGraphAddKernelNode>(t, &node, g, static_cast<const CUgraphNode*>(nullptr),
+                                                             std::size_t{0}, &p) == CUDA_SUCCESS);
+    return node;
+  };
+  CUgraph g1 = nullptr, g2 = nullptr;
+  REQUIRE(detail::raw<detail::Entry::cuGraphCreate>(t, &g1, 0u) == CUDA_SUCCESS);
+  REQUIRE(detail::raw<detail::Entry::cuGraphCreate>(t, &g2, 0u) == CUDA_SUCCESS);
+  add(g1, ptr(x), 1.0f);                           // two independent nodes: only their order pairs them
+  CUgraphNode b1 = add(g1, ptr(y), 2.0f);
+  add(g2, ptr(x), 5.0f);
+  add(g2, ptr(y), 6.0f);
+  CUgraphExec e = nullptr;
+  REQUIRE(detail::raw<detail::Entry::cuGraphInstantiateWithFlags>(t, &e, g1, 0ull) == CUDA_SUCCESS);
+  CUgraphExecUpdateResultInfo info{};
+  REQUIRE(detail::raw<detail::Entry::cuGraphExecUpdate>(t, e, g2, &info) == CUDA_SUCCESS);
+  CUdeviceptr dz = ptr(z);
+  float v = 7.0f;
+  void* args[] = {&dz, &v, &n};
+  CUDA_KERNEL_NODE_PARAMS p{};
+  p.func = k.fill.function();
+  p.gridDimX = p.gridDimY = p.gridDimZ = 1;
+  p.blockDimX = 4;
+  p.blockDimY = p.blockDimZ = 1;
+  p.kernelParams = args;
+  CHECK(detail::raw<detail::Entry::cuGraphExecKernelNodeSetParams>(t, e, b1, &p) == CUDA_SUCCESS);
+  launch(e);
+  CHECK(read(x) == std::vector<float>(4, 5.0f));  // g2's first node
+  CHECK(read(z) == std::vector<float>(4, 7.0f));  // the second, set through g1's second node
+  CHECK(read(y) == std::vector<float>(4, 0.0f));
+  destroy(e);
+  CHECK(detail::raw<detail::Entry::cuGraphDestroy>(t, g1) == CUDA_SUCCESS);
+  CHECK(detail::raw<detail::Entry::cuGraphDestroy>(t, g2) == CUDA_SUCCESS);
+}
