@@ -69,6 +69,12 @@ void groups_measure(const NodeAttachment* head, MemoryTally& t) {
   for (const NodeAttachment* b = head; b; b = b->next_group_) b->ops_->measure(b->values(), t);
 }
 
+OwnedMemory groups_memory(const NodeAttachment* head) {
+  MemoryTally t;
+  groups_measure(head, t);
+  return t.value();
+}
+
 void MemoryTally::add(std::uintptr_t base, std::size_t bytes, bool pinned) {
   if (!base || !seen_.insert(base).second) return;
   (pinned ? pinned_bytes : device_bytes) += bytes;

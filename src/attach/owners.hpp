@@ -104,6 +104,8 @@ std::size_t groups_owner_count(const NodeAttachment* head) noexcept;
 void groups_destroy(NodeAttachment* head) noexcept;
 /// Adds the memory every owner of the bundle `head` heads keeps to `t`.
 void groups_measure(const NodeAttachment* head, MemoryTally& t);
+/// The memory the bundle `head` heads keeps, on its own (a tally of its own).
+OwnedMemory groups_memory(const NodeAttachment* head);
 
 template <class... T>
 struct GroupOf {

@@ -135,6 +135,20 @@ void record_bases(ExecOwners& o, const Hierarchy& h) noexcept {
       }
 }
 
+/// The memory every version `o` keeps, each allocation once: the other graph's versions after a
+/// whole update from it, the instantiated ones, the executable's own and the superseded ones.
+/// The caller holds the executable's lock.
+OwnedMemory exec_memory(const ExecOwners& o) {
+  MemoryTally t;
+  for (const NodeAttachment* a : o.other) groups_measure(a, t);
+  for (const ExecOwners::Slot& x : o.table) {
+    groups_measure(x.base, t);
+    groups_measure(OwnersAccess::head(x.owners), t);
+  }
+  for (const ExecOwners::Retired& x : o.retired) groups_measure(OwnersAccess::head(x.owners), t);
+  return t.value();
+}
+
 /// Releases retired owners that only launches up to `completed` could have used, here.
 void release_retired(const std::shared_ptr<ExecOwners>& owners, std::uint64_t completed) noexcept;
 /// The same, later, on the reclaimer.
@@ -650,18 +664,19 @@ void param_sites(ExecState& st, const ParamStateBase* p, std::vector<ParamSite>&
     if (!x.owners.empty()) return x.generation == gen ? OwnersAccess::head(x.owners) : nullptr;
     return fallback;
   };
-  auto note = [&](ExecOwners::Slot& x, const NodeAttachment* v) {
-    if (const ParamUse* u = param_use_of(v); u && u->uses(p)) out.push_back({&x, u});
+  auto binding = [&](const NodeAttachment* v) -> const ParamUse* {
+    const ParamUse* u = param_use_of(v);
+    return u && u->uses(p) ? u : nullptr;
   };
   if (o.other.empty()) {
     for (ExecOwners::Slot& x : o.table) {
       if (!x.rec || !x.rec->alive) continue;
       const std::uint32_t gen = x.rec->generation.load(std::memory_order_relaxed);
-      const std::size_t before = out.size();
-      note(x, running(x, gen, x.base && x.base_generation == gen ? x.base : nullptr));
-      if (out.size() != before && x.rec->box != root) {
-        out.pop_back();
-        ++nested;
+      if (const ParamUse* u = binding(running(x, gen, x.base && x.base_generation == gen ? x.base : nullptr))) {
+        if (x.rec->box == root)
+          out.push_back({&x, u});
+        else
+          ++nested;
       }
     }
     return;
@@ -672,7 +687,7 @@ void param_sites(ExecState& st, const ParamStateBase* p, std::vector<ParamSite>&
     const std::uint32_t gen = r->generation.load(std::memory_order_relaxed);
     if (!x || x->base_generation != gen) continue;  // added since the executable was made
     if (k == o.other.size()) throw_unpaired(what);
-    note(*x, running(*x, gen, o.other[k++]));
+    if (const ParamUse* u = binding(running(*x, gen, o.other[k++]))) out.push_back({x, u});
   }
   if (k != o.other.size()) throw_unpaired(what);
 }
@@ -844,14 +859,7 @@ OwnedMemory owned_memory(const GraphExec& exec) {
   if (!exec.s_) detail::throw_empty("tether::owned_memory", "GraphExec");
   detail::ExecOwners& o = *exec.s_->owners;
   std::lock_guard lock(o.mu);
-  detail::MemoryTally t;
-  for (const detail::NodeAttachment* a : o.other) detail::groups_measure(a, t);
-  for (const detail::ExecOwners::Slot& x : o.table) {
-    detail::groups_measure(x.base, t);
-    detail::groups_measure(detail::OwnersAccess::head(x.owners), t);
-  }
-  for (const detail::ExecOwners::Retired& x : o.retired) detail::groups_measure(detail::OwnersAccess::head(x.owners), t);
-  return t.value();
+  return detail::exec_memory(o);
 }
 
 std::size_t live_executables() noexcept { return detail::g_live_execs.load(std::memory_order_relaxed); }
@@ -961,14 +969,6 @@ Inspection inspect(const GraphExec& exec) {
     if (r->generation.load(std::memory_order_acquire) != generation) return;
     if (auto it = where.find(r); it != where.end()) std::tie(v.graph, v.node) = it->second;
   };
-  detail::MemoryTally all;
-  auto measure = [&](ExecVersion& v, const detail::NodeAttachment* a) {
-    detail::MemoryTally mine;
-    detail::groups_measure(a, mine);
-    detail::groups_measure(a, all);
-    v.memory = mine.value();
-  };
-  for (const detail::NodeAttachment* a : o.other) detail::groups_measure(a, all);
   for (const detail::ExecOwners::Slot& x : o.table) {
     if (!x.rec) continue;
     if (x.base) {
@@ -976,7 +976,7 @@ Inspection inspect(const GraphExec& exec) {
       v.state = ExecVersion::State::instantiated;
       place(v, x.rec, x.base_generation);
       x.base->describe(v.owners);
-      measure(v, x.base);
+      v.memory = detail::groups_memory(x.base);
       in.versions.push_back(std::move(v));
     }
     if (const detail::NodeAttachment* a = detail::OwnersAccess::head(x.owners)) {
@@ -985,7 +985,7 @@ Inspection inspect(const GraphExec& exec) {
       place(v, x.rec, x.rec->generation.load(std::memory_order_acquire));
       v.since_launch = x.installed_at;
       a->describe(v.owners);
-      measure(v, a);
+      v.memory = detail::groups_memory(a);
       in.versions.push_back(std::move(v));
     }
   }
@@ -996,11 +996,11 @@ Inspection inspect(const GraphExec& exec) {
     v.last_launch = x.after_launches;
     if (const detail::NodeAttachment* a = detail::OwnersAccess::head(x.owners)) {
       a->describe(v.owners);
-      measure(v, a);
+      v.memory = detail::groups_memory(a);
     }
     in.versions.push_back(std::move(v));
   }
-  in.memory = all.value();
+  in.memory = detail::exec_memory(o);
   std::sort(in.versions.begin(), in.versions.end(), [](const ExecVersion& a, const ExecVersion& b) {
     return std::tie(a.graph, a.node, a.state, a.last_launch, a.since_launch) <
            std::tie(b.graph, b.node, b.state, b.last_launch, b.since_launch);

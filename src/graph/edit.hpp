@@ -425,7 +425,7 @@ class BasicEdit : public Builder<BasicEdit<InBody>, InBody>, public NodeUpdates<
   template <class T>
   std::size_t bound_nodes(const Param<T>& param) {
     detail::Transaction* t = tx("Edit::bound_nodes");
-    return t->set_param(detail::ParamValue{detail::ParamAccess::state(param, "Edit::bound_nodes"), nullptr, nullptr}, true);
+    return t->set_param(detail::ParamValue{detail::ParamAccess::state(param, "Edit::bound_nodes"), nullptr, nullptr, 0, 0}, true);
   }
   /// An insertion point at the top of an embedded graph of this hierarchy, in this transaction.
   BasicInserter<false> in(const GraphRef& view) {

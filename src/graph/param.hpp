@@ -70,7 +70,8 @@ struct ParamValue {
   const ParamStateBase* state = nullptr;
   const void* bytes = nullptr;      // state->size() of them
   std::shared_ptr<const void> held;  // a SharedBuffer<U> copy, or null
-  std::size_t held_bytes = 0;        // its device bytes (memory accounting)
+  std::uintptr_t held_base = 0;      // its address and device bytes (memory accounting)
+  std::size_t held_bytes = 0;
 };
 
 /// A buffer a parameter site of a version keeps, and what it measures.
@@ -138,8 +139,7 @@ struct ParamUse {
     for (std::size_t i = 0; i < core->sites.size(); ++i) {
       if (core->sites[i].param.get() == v.state) {
         std::memcpy(next.image() + core->offsets[core->sites[i].arg], v.bytes, v.state->size());
-        next.held(i) = {v.held, reinterpret_cast<std::uintptr_t>(v.held ? *static_cast<void* const*>(v.bytes) : nullptr),
-                        v.held_bytes};
+        next.held(i) = {v.held, v.held_base, v.held_bytes};
       } else {
         next.held(i) = held(i);
       }
@@ -262,9 +262,10 @@ struct ParamAccess {
       if (!v) throw_empty_param_buffer(what, s.name());
       auto held = std::make_shared<const T>(v);
       address = static_cast<const void*>(held->data());
-      return {&s, &address, std::move(held), v.size() * sizeof(typename T::value_type)};
+      return {&s, &address, std::move(held), reinterpret_cast<std::uintptr_t>(address),
+              v.size() * sizeof(typename T::value_type)};
     } else {
-      return {&s, &v, nullptr, 0};
+      return {&s, &v, nullptr, 0, 0};
     }
   }
   template <class T>

@@ -189,10 +189,8 @@ Inspection inspect_boxes(const std::shared_ptr<Hierarchy>& h, Box& top,
         if (auto it = h->names.find(r); it != h->names.end()) n.name = it->second;
       if (r->current) {
         r->current->describe(n.owners);
-        MemoryTally mine;
-        groups_measure(r->current, mine);
         groups_measure(r->current, all);
-        n.memory = mine.value();
+        n.memory = groups_memory(r->current);
       }
       if (n.kind == NodeKind::kernel) {
         // Best effort: a picture is still worth having if the driver does not answer.

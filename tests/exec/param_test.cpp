@@ -445,6 +445,21 @@ TEST_CASE_FIXTURE(DslFixture, "a value set releases the version it supersedes at
 }
 
 // The driver facts the parameter sets rest on, checked with raw driver calls on both drivers.
+namespace {
+
+// The driver's parameters of `fill<<<1, 4>>>(args...)`; `args` are fill's three arguments.
+CUDA_KERNEL_NODE_PARAMS fill_params(const DslFixture& f, void** args) {
+  CUDA_KERNEL_NODE_PARAMS p{};
+  p.func = f.k.fill.function();
+  p.gridDimX = p.gridDimY = p.gridDimZ = 1;
+  p.blockDimX = 4;
+  p.blockDimY = p.blockDimZ = 1;
+  p.kernelParams = args;
+  return p;
+}
+
+}  // namespace
+
 TEST_CASE_FIXTURE(DslFixture, "P1: cuGraphExecKernelNodeSetParams copies the argument values at the call") {
   SharedBuffer<float> x = buffer(4, 0.0f);
   const detail::DriverTable& t = table();
@@ -452,12 +467,7 @@ TEST_CASE_FIXTURE(DslFixture, "P1: cuGraphExecKernelNodeSetParams copies the arg
   float v = 1.0f;
   int n = 4;
   void* args[] = {&dx, &v, &n};
-  CUDA_KERNEL_NODE_PARAMS p{};
-  p.func = k.fill.function();
-  p.gridDimX = p.gridDimY = p.gridDimZ = 1;
-  p.blockDimX = 4;
-  p.blockDimY = p.blockDimZ = 1;
-  p.kernelParams = args;
+  CUDA_KERNEL_NODE_PARAMS p = fill_params(*this, args);
   CUgraph g = nullptr;
   REQUIRE(detail::raw<detail::Entry::cuGraphCreate>(t, &g, 0u) == CUDA_SUCCESS);
   CUgraphNode node = nullptr;
@@ -482,12 +492,7 @@ TEST_CASE_FIXTURE(DslFixture, "P2: after a whole update from another graph, a pe
   int n = 4;
   auto add = [&](CUgraph g, CUdeviceptr d, float v) {
     void* args[] = {&d, &v, &n};
-    CUDA_KERNEL_NODE_PARAMS p{};
-    p.func = k.fill.function();
-    p.gridDimX = p.gridDimY = p.gridDimZ = 1;
-    p.blockDimX = 4;
-    p.blockDimY = p.blockDimZ = 1;
-    p.kernelParams = args;
+    CUDA_KERNEL_NODE_PARAMS p = fill_params(*this, args);
     CUgraphNode node = nullptr;
     REQUIRE(detail::raw<detail::Entry::cuGraphAddKernelNode>(t, &node, g, static_cast<const CUgraphNode*>(nullptr),
                                                              std::size_t{0}, &p) == CUDA_SUCCESS);
@@ -507,12 +512,7 @@ TEST_CASE_FIXTURE(DslFixture, "P2: after a whole update from another graph, a pe
   CUdeviceptr dz = ptr(z);
   float v = 7.0f;
   void* args[] = {&dz, &v, &n};
-  CUDA_KERNEL_NODE_PARAMS p{};
-  p.func = k.fill.function();
-  p.gridDimX = p.gridDimY = p.gridDimZ = 1;
-  p.blockDimX = 4;
-  p.blockDimY = p.blockDimZ = 1;
-  p.kernelParams = args;
+  CUDA_KERNEL_NODE_PARAMS p = fill_params(*this, args);
   CHECK(detail::raw<detail::Entry::cuGraphExecKernelNodeSetParams>(t, e, b1, &p) == CUDA_SUCCESS);
   launch(e);
   CHECK(read(x) == std::vector<float>(4, 5.0f));  // g2's first node
