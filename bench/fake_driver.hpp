@@ -412,6 +412,51 @@ inline CUresult exec_destroy(CUgraphExec x) {
   fake_model::destroy_graph(graph_of(x));
   return CUDA_SUCCESS;
 }
+// A whole update the fake always accepts: the executable takes the source's references and
+// drops its own, as CUDA does.
+inline CUresult exec_update(CUgraphExec x, CUgraph g, CUgraphExecUpdateResultInfo* info) {
+  Enter e(Entry::cuGraphExecUpdate);
+  if (info) *info = CUgraphExecUpdateResultInfo{CU_GRAPH_EXEC_UPDATE_SUCCESS, nullptr, nullptr};
+  fake_model::Graph* ex = graph_of(x);
+  std::vector<fake_model::UserObject*> old = std::move(ex->held);
+  ex->held.clear();
+  ex->held.reserve(graph_of(g)->held.size());
+  for (fake_model::UserObject* u : graph_of(g)->held) {
+    u->refs.fetch_add(1, std::memory_order_relaxed);
+    ex->held.push_back(u);
+  }
+  for (fake_model::UserObject* u : old) fake_model::drop(u, 1);
+  ex->origin = graph_of(g);
+  return CUDA_SUCCESS;
+}
+// Every edge of the graph's live nodes, in creation order of the dependent nodes.
+inline CUresult graph_get_edges(CUgraph g, CUgraphNode* from, CUgraphNode* to, CUgraphEdgeData* data,
+                                std::size_t* count) {
+  Enter e(Entry::cuGraphGetEdges);
+  const fake_model::Graph* f = graph_of(g);
+  std::size_t have = 0;
+  for (const fake_model::Node* x : f->nodes)
+    if (x->alive) have += x->ndeps;
+  if (!from) {
+    *count = have;
+    return CUDA_SUCCESS;
+  }
+  std::size_t k = 0;
+  for (const fake_model::Node* x : f->nodes)
+    for (std::size_t i = 0; x->alive && i < x->ndeps && k < *count; ++i, ++k) {
+      from[k] = x->dep(i);
+      to[k] = handle(const_cast<fake_model::Node*>(x));
+      if (data) data[k] = CUgraphEdgeData{};
+    }
+  *count = k;
+  return CUDA_SUCCESS;
+}
+// No attribute was ever set on a fake node: every one reads its default (zero).
+inline CUresult kernel_node_get_attribute(CUgraphNode, CUkernelNodeAttrID, CUkernelNodeAttrValue* v) {
+  Enter e(Entry::cuGraphKernelNodeGetAttribute);
+  *v = CUkernelNodeAttrValue{};
+  return CUDA_SUCCESS;
+}
 inline CUresult exec_node_set_params(CUgraphExec, CUgraphNode, CUgraphNodeParams*) {
   Enter e(Entry::cuGraphExecNodeSetParams);
   return CUDA_SUCCESS;
@@ -532,6 +577,9 @@ inline void install(tether::detail::DriverTable& t, CUcontext current) {
   t.set<Entry::cuGraphInstantiateWithFlags>(&instantiate);
   t.set<Entry::cuGraphExecDestroy>(&exec_destroy);
   t.set<Entry::cuGraphExecNodeSetParams>(&exec_node_set_params);
+  t.set<Entry::cuGraphExecUpdate>(&exec_update);
+  t.set<Entry::cuGraphGetEdges>(&graph_get_edges);
+  t.set<Entry::cuGraphKernelNodeGetAttribute>(&kernel_node_get_attribute);
   t.set<Entry::cuGraphExecKernelNodeSetParams>(&exec_kernel_node_set_params);
   t.set<Entry::cuCtxGetCurrent>(&ctx_get_current);
   t.set<Entry::cuStreamBeginCapture>(&stream_begin_capture);

@@ -9,13 +9,16 @@
 // CALLGRIND_DUMP_STATS_AT (no-ops outside valgrind). Prints on stdout the driver calls the fakes
 // counted on this thread during the operation and, for `--op build`, tether's metadata bytes per
 // node (graph_bench's definition).
-// Usage: instructions --op build|update_all|exec_update|capture|clone|capture_exclusive|param_set --n N [--args 1|3] [--raw]
+// Usage: instructions --op build|update_all|exec_update|capture|clone|capture_exclusive|param_set|whole_update|plan_update --n N [--args 1|3] [--raw]
 //        instructions --check-fakes   (checks the fake driver's model, see check_fakes)
 //   build:       N chained `e.after(prev).launch(k, Grid{1}, Block{1}, bufs...)` in one edit, committed
 //   update_all:  one edit updating all N nodes to other buffers, committed
 //   exec_update: N per-node GraphExec::update on a fresh executable (the first update of each node)
 //   param_set: one GraphExec::set of a Param<SharedBuffer<float>> bound as the first argument of
 //     all N nodes, on a fresh executable (floor: N x cuGraphExecKernelNodeSetParams)
+//   whole_update: GraphExec::update from a second N-node chain (floor: one cuGraphExecUpdate)
+//   plan_update: GraphExec::plan_update of a second N-node chain (floor: asking the driver, one
+//     cuGraphExecUpdate)
 //   capture:     tether::capture of N Stream::launch(k, Grid{1}, Block{1}, bufs...), handles kept
 //   capture_exclusive: the same with CaptureStreams::exclusive (tether adds each node itself)
 //   clone:       Graph::clone of an N-node chain (clone + rekey)
@@ -91,14 +94,14 @@ constexpr const char* kPtx = R"(.version 8.0
 }
 )";
 
-enum class Op { build, update_all, exec_update, capture, clone, capture_exclusive, param_set };
-constexpr const char* kOpNames[] = {"build",  "update_all",        "exec_update", "capture",
-                                    "clone",  "capture_exclusive", "param_set"};
+enum class Op { build, update_all, exec_update, capture, clone, capture_exclusive, param_set, whole_update, plan_update };
+constexpr const char* kOpNames[] = {"build", "update_all",        "exec_update", "capture",     "clone",
+                                    "capture_exclusive", "param_set", "whole_update", "plan_update"};
 constexpr int kOps = static_cast<int>(std::size(kOpNames));
 
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
-               "instructions: %s\nusage: instructions --op build|update_all|exec_update|capture|clone|capture_exclusive|param_set --n N "
+               "instructions: %s\nusage: instructions --op build|update_all|exec_update|capture|clone|capture_exclusive|param_set|whole_update|plan_update --n N "
                "[--args 1|3] [--raw]\n       instructions --check-fakes\n",
                why.c_str());
   std::exit(2);
@@ -254,6 +257,21 @@ void run_tether(Env& env, Op op, int n, bool measure) {
       check(set == count, "param_set: the set did not reach N nodes");
       break;
     }
+    case Op::whole_update:
+    case Op::plan_update: {
+      Graph g(env.ctx), g2(env.ctx);
+      build_chain<A>(env, k, g, nodes);
+      std::vector<N> second(count);
+      build_chain<A>(env, k, g2, second);
+      GraphExec x = g.instantiate();
+      bool ok = false;
+      if (op == Op::whole_update)
+        in([&] { ok = static_cast<bool>(x.update(g2)); });
+      else
+        in([&] { ok = static_cast<bool>(x.plan_update(g2)); });
+      check(ok, "whole_update/plan_update: the update of an identical chain was refused");
+      break;
+    }
     case Op::capture:
     case Op::capture_exclusive: {
       Graph g;
@@ -346,6 +364,22 @@ void run_raw(Env& env, Op op, int n, bool measure) {
               "cuGraphExecKernelNodeSetParams");
       });
       req(detail::raw<Entry::cuGraphExecDestroy>(t, x), "cuGraphExecDestroy");
+      break;
+    }
+    case Op::whole_update:
+    case Op::plan_update: {
+      add_all(g);
+      CUgraph g2 = nullptr;
+      req(detail::raw<Entry::cuGraphCreate>(t, &g2, 0u), "cuGraphCreate");
+      add_all(g2);
+      CUgraphExec x;
+      req(detail::raw<Entry::cuGraphInstantiateWithFlags>(t, &x, g, 0ull), "cuGraphInstantiateWithFlags");
+      in([&] {
+        CUgraphExecUpdateResultInfo info{};
+        req(detail::raw<Entry::cuGraphExecUpdate>(t, x, g2, &info), "cuGraphExecUpdate");
+      });
+      req(detail::raw<Entry::cuGraphExecDestroy>(t, x), "cuGraphExecDestroy");
+      req(detail::raw<Entry::cuGraphDestroy>(t, g2), "cuGraphDestroy");
       break;
     }
     case Op::capture:

@@ -461,8 +461,13 @@ TEST_CASE(
 
   // update_or_reinstantiate: the topology changed, so the executable is made again.
   g.edit([&](tether::Edit& e) { e.after(child).empty(); });
+  tether::UpdatePlan plan = exec.plan_update(g);
+  CHECK_FALSE(static_cast<bool>(plan));
+  CHECK(plan.reason == tether::UpdateResult::Reason::topology_changed);
+  CHECK_FALSE(plan.rule.empty());
   tether::UpdateResult again = exec.update_or_reinstantiate(g);
   CHECK(again.reinstantiated);
+  CHECK(again.planned);
   CHECK(same(tether::to_string(again.reason), "topology_changed"));
   exec.launch(f.stream);
   f.stream.synchronize();

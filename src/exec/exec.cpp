@@ -2,6 +2,8 @@
 // SPDX-FileCopyrightText: 2026 The tether authors
 #include "exec.hpp"
 
+#include "topology.hpp"
+
 #include "../introspect/inspect.hpp"
 
 namespace tether {
@@ -213,6 +215,9 @@ struct ExecState {
   // with a handle by ownership, so a new graph allocated where another died never matches.
   std::shared_ptr<Hierarchy> source;
   InstantiateOptions options;  // for update_or_reinstantiate
+  // The topology of the graph it was made from (at instantiation or the last whole update), which
+  // plan_update compares: the source is usually edited before an update. Guarded by the lock.
+  std::shared_ptr<const Topology> topology;
   bool counted = false;         // in source->live_execs (set once the driver made the executable)
   bool single_instance = false; // its source has conditional nodes (CUDA instantiates it once at a time)
   // Its graph has host nodes: each launch counts as tether host work until a host function behind
@@ -392,6 +397,11 @@ GraphExec Graph::instantiate(const InstantiateOptions& options) const {
   state->has_host = detail::has_host_nodes(*h);
   state->options = options;
   state->options.upload = nullptr;  // a re-instantiation does not upload (the stream may be gone)
+  {
+    std::shared_ptr<detail::Topology> topo = detail::read_topology(*h, options.use_node_priority);
+    topo->forget_records();
+    state->topology = std::move(topo);
+  }
   state->owners = std::make_shared<detail::ExecOwners>();
   state->owners->reserve(h->records.size());
   detail::record_bases(*state->owners, *h);
@@ -496,6 +506,33 @@ UpdateResult GraphExec::update(const Graph& graph) {
   // Lock order: a hierarchy before an executable, never the other way round.
   detail::HierarchyGuard source_lock(h->mu, "GraphExec::update");
   h->check_usable();
+  std::shared_ptr<detail::Topology> topo;
+  {
+    detail::ScopedContext scope(*st.drv, st.ctx.get());
+    topo = detail::read_topology(*h, st.options.use_node_priority);
+  }
+  return update_locked(h, std::move(topo));
+}
+
+UpdatePlan GraphExec::plan_update(const Graph& graph) const {
+  detail::ExecState& st = live("GraphExec::plan_update");
+  const auto& h = detail::GraphAccess::live(graph, "GraphExec::plan_update");
+  detail::HierarchyGuard source_lock(h->mu, "GraphExec::plan_update");
+  h->check_usable();
+  detail::ScopedContext scope(*st.drv, st.ctx.get());
+  std::shared_ptr<detail::Topology> topo = detail::read_topology(*h, st.options.use_node_priority);
+  std::shared_ptr<const detail::Topology> mine;
+  {
+    std::lock_guard lock(st.owners->mu);
+    mine = st.topology;
+  }
+  return detail::plan(*mine, *topo, h);
+}
+
+// The whole update from `h` (locked by the caller), whose topology is `topo`.
+UpdateResult GraphExec::update_locked(const std::shared_ptr<detail::Hierarchy>& h, std::shared_ptr<detail::Topology> topo) {
+  detail::ExecState& st = *s_;
+  topo->forget_records();
   detail::ExecOwners& o = *st.owners;
   Owners dead;
   {
@@ -520,6 +557,7 @@ UpdateResult GraphExec::update(const Graph& graph) {
           detail::retire_all(o, dead);
           for (detail::ExecOwners::Slot& x : o.table) x.base = nullptr;
           o.updated_from_other = h != st.source;
+          st.topology = std::move(topo);
           o.other = std::move(other);
           if (h == st.source) detail::record_bases(o, *h);
         });
@@ -565,13 +603,40 @@ void check_single_instance(const Hierarchy& h, std::string_view what) {
 }  // namespace detail
 
 UpdateResult GraphExec::update_or_reinstantiate(const Graph& graph) {
-  UpdateResult r = update(graph);
-  if (r) return r;
-  const InstantiateOptions options = s_->options;
+  detail::ExecState& st = live("GraphExec::update_or_reinstantiate");
+  const auto& h = detail::GraphAccess::live(graph, "GraphExec::update_or_reinstantiate");
+  UpdateResult r;
+  {
+    // The plan and the update under one lock of the graph: no edit comes between them.
+    detail::HierarchyGuard source_lock(h->mu, "GraphExec::update_or_reinstantiate");
+    h->check_usable();
+    std::shared_ptr<detail::Topology> topo;
+    UpdatePlan p;
+    {
+      detail::ScopedContext scope(*st.drv, st.ctx.get());
+      topo = detail::read_topology(*h, st.options.use_node_priority);
+      std::shared_ptr<const detail::Topology> mine;
+      {
+        std::lock_guard lock(st.owners->mu);
+        mine = st.topology;
+      }
+      p = detail::plan(*mine, *topo, h);
+    }
+    if (p) {
+      r = update_locked(h, std::move(topo));
+      if (r) return r;
+    } else {
+      // Foreseen: no cuGraphExecUpdate call, so nothing of the refusal reaches the driver.
+      r.reason = p.reason;
+      r.node = p.node;
+      r.planned = true;
+      r.rule = std::move(p.rule);
+    }
+  }
+  const InstantiateOptions options = st.options;
   // CUDA instantiates a graph with conditional nodes once at a time: when this executable is the
   // one instance of `graph`, it must go first (destroyed here, as every such executable is).
-  if (s_->counted && s_->source == detail::GraphAccess::hierarchy(graph) && detail::has_conditional_nodes(*s_->source))
-    reset();
+  if (st.counted && st.source == h && detail::has_conditional_nodes(*st.source)) reset();
   GraphExec fresh = graph.instantiate(options);
   *this = std::move(fresh);
   r.reinstantiated = true;

@@ -12,6 +12,7 @@
 namespace tether::detail {
 
 struct ExecState;
+struct Topology;
 
 }  // namespace tether::detail
 
@@ -48,12 +49,45 @@ struct UpdateResult {
   /// Set by `GraphExec::update_or_reinstantiate` when the update was refused and the executable
   /// was instantiated again from the graph (`reason` then says why the update was refused).
   bool reinstantiated = false;
+  /// Set by `GraphExec::update_or_reinstantiate` when its plan (`plan_update`) foresaw the
+  /// refusal: cuGraphExecUpdate was not called. `rule` then says which rule refused it. Since 0.6.
+  bool planned = false;
+  /// The rule that refused the update, in words (from the plan; empty where the driver refused
+  /// an update the plan accepted, or for `update`). Since 0.6.
+  std::string rule;
   /// Whether the update succeeded.
   explicit operator bool() const noexcept { return reason == Reason::success; }
 };
 
 /// "success", "topology_changed", ...
 std::string_view to_string(UpdateResult::Reason r) noexcept;
+
+/// What `GraphExec::plan_update(graph)` foresees of a whole update from `graph`, without calling
+/// cuGraphExecUpdate: accepted, or the driver's reason, the node it would name and the rule, in
+/// words. The rules and their limits: docs/serving.md, "Update planning". A plain value; the node
+/// handles are non-owning, as every node handle. Since 0.6.
+struct UpdatePlan {
+  /// The result cuGraphExecUpdate is expected to give (`success`: it would be accepted).
+  UpdateResult::Reason reason = UpdateResult::Reason::success;
+  /// The node of `graph`'s root graph the driver would name (`errorNode`): the offending node,
+  /// or the child-graph or conditional node that holds it. Empty when the node counts differ.
+  Node<> node;
+  /// The offending node itself, which may be inside a child graph or a conditional body (then
+  /// `node` holds it); empty when the node counts differ.
+  Node<> inner;
+  /// `inner`'s position (creation order, from 0) in its own graph; 0 where there is none.
+  std::size_t position = 0;
+  /// The rule that refuses the update, with what the executable has and what `graph` has, e.g.
+  /// "node 2 (kernel) is cooperative in the executable and not in the graph (CUDA keeps
+  /// CU_LAUNCH_ATTRIBUTE_COOPERATIVE fixed in a whole update)". Empty when accepted.
+  std::string rule;
+  /// Whether the update is expected to be accepted.
+  explicit operator bool() const noexcept { return reason == UpdateResult::Reason::success; }
+};
+
+/// "accepted", or the reason followed by the rule ("topology_changed: node 3 (kernel) depends on
+/// ..."). Since 0.6.
+std::string to_string(const UpdatePlan& plan);
 
 /// Executables alive in the process (GraphExec objects and those launches in flight keep).
 std::size_t live_executables() noexcept;
@@ -132,11 +166,31 @@ class GraphExec : public NodeUpdates<GraphExec> {
   /// Throws DriverError for other failures, UsageError for an invalid graph.
   UpdateResult update(const Graph& graph);
 
-  /// The capture–update loop's step: a whole update from `graph` (as `update`), or, where the
-  /// driver refuses it (the topology or a node's kind changed, ...), a new executable
+  /// Plans a whole update from `graph` without making it: whether cuGraphExecUpdate would accept
+  /// it and, if not, the first node and the rule that refuses it (`UpdatePlan`). Compares the
+  /// topology this executable was made from — taken at instantiation and at every whole update:
+  /// the nodes of every graph of the hierarchy in creation order (the order the driver pairs
+  /// them in), their kinds, dependencies, child graphs and conditional bodies, each kernel node's
+  /// COOPERATIVE attribute (and PRIORITY under `use_node_priority`), each memcpy node's memory
+  /// types, each graph allocation's address — with `graph`'s now, read from tether's records and
+  /// the driver (cuGraphGetEdges per graph, cuGraphKernelNodeGetAttribute per kernel node,
+  /// cuGraphMemcpyNodeGetParams, cuGraphMemAllocNodeGetParams, cuGraphMemFreeNodeGetParams).
+  /// Changes nothing. What it cannot see (docs/serving.md, "Update planning"): a requested
+  /// priority outside the device's range (the driver reads back the clamped value),
+  /// NVLINK_UTIL_CENTRIC_SCHEDULING set by other code (not readable), device-updatable kernel
+  /// nodes, a kernel's context or dynamic-parallelism use. Throws UsageError for an empty
+  /// executable or graph, inside a host callback; DriverError if a read fails. Thread safety: as
+  /// `update` (it takes `graph`'s lock, then this executable's). Since 0.6.
+  UpdatePlan plan_update(const Graph& graph) const;
+
+  /// The capture–update loop's step: a whole update from `graph` (as `update`), or, where it
+  /// would be refused (the topology or a node's kind changed, ...), a new executable
   /// instantiated from `graph` with this one's options (`upload` aside) that replaces this one.
   /// The replaced executable is destroyed as usual: launches in flight keep its owners. Returns
   /// the update's verdict; `reinstantiated` says whether it was replaced (then `reason` is why).
+  /// It plans first (`plan_update`, under the same lock as the update): a refusal the plan
+  /// foresees makes no cuGraphExecUpdate call (`planned` and `rule` say so); an update the plan
+  /// accepts is made, and if the driver still refuses it, the executable is replaced all the same.
   /// Per-node updates afterwards take nodes of the graph this executable was last instantiated
   /// from. Needs exclusive access to this object (it may be assigned). Throws like `update` and
   /// `Graph::instantiate`; if the instantiation throws, this executable is unchanged — except for
@@ -235,6 +289,7 @@ class GraphExec : public NodeUpdates<GraphExec> {
       return std::move(SpecAccess::owners(spec));
     });
   }
+  UpdateResult update_locked(const std::shared_ptr<detail::Hierarchy>& h, std::shared_ptr<detail::Topology> topo);
   std::size_t set_param(const detail::ParamValue& v);
   std::size_t bound_param(const detail::ParamStateBase* p) const;
   void set_enabled(const detail::NodeRef& n, bool on);
@@ -257,6 +312,14 @@ struct fmt::formatter<tether::UpdateResult> : fmt::formatter<std::string_view> {
     std::string s(tether::to_string(r.reason));
     if (r.node.valid()) s += fmt::format(" (node {})", static_cast<const void*>(r.node.get()));
     return fmt::formatter<std::string_view>::format(s, ctx);
+  }
+};
+/// `fmt::format("{}", plan)`: as `to_string(plan)`.
+template <>
+struct fmt::formatter<tether::UpdatePlan> : fmt::formatter<std::string_view> {
+  template <class Ctx>
+  auto format(const tether::UpdatePlan& p, Ctx& ctx) const {
+    return fmt::formatter<std::string_view>::format(tether::to_string(p), ctx);
   }
 };
 #endif  // TETHER_HAS_FMT

@@ -282,6 +282,12 @@ struct Hierarchy {
   static std::size_t live() noexcept;
 
   Box& root() noexcept { return boxes.front(); }
+  /// The first box owned by child-graph or conditional node `r` (the rest via Box::next_owned),
+  /// or null.
+  Box* first_owned(const NodeRecord* r) const {
+    auto it = owned.find(r);
+    return it == owned.end() ? nullptr : it->second;
+  }
   /// Adds a box for a graph CUDA created inside `owner` (registered; parent before child).
   Box& add_box(CUgraph g, Box* parent, NodeRecord* owner, BoxKind kind);
   /// A record ready to describe a new node (allocates; done in prepare).

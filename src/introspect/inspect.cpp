@@ -6,8 +6,6 @@ namespace tether {
 
 namespace detail {
 
-namespace {
-
 NodeKind kind_of(CUgraphNodeType t) noexcept {
   switch (t) {
     case CU_GRAPH_NODE_TYPE_KERNEL: return NodeKind::kernel;
@@ -25,25 +23,11 @@ NodeKind kind_of(CUgraphNodeType t) noexcept {
   }
 }
 
-// "a kernel", "an empty", ...: the kind with its article, for messages.
 std::string a_kind(CUgraphNodeType t) {
   std::string_view k = to_string(kind_of(t));
   return std::string(std::string_view("aeiou").find(k.front()) == std::string_view::npos ? "a " : "an ") + std::string(k);
 }
 
-Node<> handle(const std::shared_ptr<Hierarchy>& h, NodeRecord* r) {
-  return NodeAccess::make<AnyKind>(NodeRef{h, r, r->generation.load(std::memory_order_acquire)});
-}
-
-// The records of `box` by driver node handle (a box's list is its nodes, committed).
-std::unordered_map<CUgraphNode, NodeRecord*> by_node(const Box& box) {
-  std::unordered_map<CUgraphNode, NodeRecord*> m;
-  m.reserve(box.node_count);
-  box.for_each([&](NodeRecord* r) { m.emplace(r->node, r); });
-  return m;
-}
-
-// cuGraphGetEdges of `box`, as pairs of driver handles.
 std::vector<std::pair<CUgraphNode, CUgraphNode>> driver_edges(const DriverTable& drv, const Box& box) {
   std::size_t n = 0;
   call<Entry::cuGraphGetEdges>(drv, "counting a graph's edges", box.graph, static_cast<CUgraphNode*>(nullptr),
@@ -57,10 +41,18 @@ std::vector<std::pair<CUgraphNode, CUgraphNode>> driver_edges(const DriverTable&
   return e;
 }
 
-// The first box owned by `r` (then Box::next_owned), or null.
-Box* owned_by(const Hierarchy& h, const NodeRecord* r) {
-  auto it = h.owned.find(r);
-  return it == h.owned.end() ? nullptr : it->second;
+namespace {
+
+Node<> handle(const std::shared_ptr<Hierarchy>& h, NodeRecord* r) {
+  return NodeAccess::make<AnyKind>(NodeRef{h, r, r->generation.load(std::memory_order_acquire)});
+}
+
+// The records of `box` by driver node handle (a box's list is its nodes, committed).
+std::unordered_map<CUgraphNode, NodeRecord*> by_node(const Box& box) {
+  std::unordered_map<CUgraphNode, NodeRecord*> m;
+  m.reserve(box.node_count);
+  box.for_each([&](NodeRecord* r) { m.emplace(r->node, r); });
+  return m;
 }
 
 // Locks the hierarchy of a view (or graph) for a query, with its context current. Throws
@@ -134,7 +126,7 @@ NodeRecord* node_of(const Query& q, const Node<>& node, std::string_view call) {
 GraphRef query_child(const BoxRef& ref, const Context* ctx, const Node<>& node, std::string_view call) {
   Query q(ref, ctx, call);
   NodeRecord* r = node_of(q, node, call);
-  Box* b = r->type == CU_GRAPH_NODE_TYPE_GRAPH ? owned_by(*q.h, r) : nullptr;
+  Box* b = r->type == CU_GRAPH_NODE_TYPE_GRAPH ? q.h->first_owned(r) : nullptr;
   if (!b)
     throw UsageError(fmt::format("{}: the node is {} node, not a child graph node", call, a_kind(r->type)));
   return GraphAccess::graph_ref(BoxRef{q.h, b}, *ctx);
@@ -146,7 +138,7 @@ std::vector<BodyRef> query_bodies(const BoxRef& ref, const Context* ctx, const N
   if (r->type != CU_GRAPH_NODE_TYPE_CONDITIONAL)
     throw UsageError(fmt::format("{}: the node is {} node, not a conditional node", call, a_kind(r->type)));
   std::vector<BodyRef> out;
-  for (Box* b = owned_by(*q.h, r); b; b = b->next_owned) out.push_back(GraphAccess::body_ref(BoxRef{q.h, b}, *ctx));
+  for (Box* b = q.h->first_owned(r); b; b = b->next_owned) out.push_back(GraphAccess::body_ref(BoxRef{q.h, b}, *ctx));
   return out;
 }
 
@@ -208,7 +200,7 @@ Inspection inspect_boxes(const std::shared_ptr<Hierarchy>& h, Box& top,
           }
       std::uint8_t cond_type = 0;
       bool captured = false;
-      for (Box* c = owns_graphs(r->type) ? owned_by(*h, r) : nullptr; c; c = c->next_owned) {
+      for (Box* c = owns_graphs(r->type) ? h->first_owned(r) : nullptr; c; c = c->next_owned) {
         if (c->retired.load(std::memory_order_acquire)) continue;
         n.graphs.push_back(boxes.size());
         boxes.push_back(c);

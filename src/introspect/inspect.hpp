@@ -244,6 +244,12 @@ void debug_dot_print(const Graph& graph, const std::string& path, unsigned flags
 
 namespace tether::detail {
 std::string describe_node(const NodeRef& n);
+/// The NodeKind of a driver node type (NodeKind::other for types tether does not name).
+NodeKind kind_of(CUgraphNodeType t) noexcept;
+/// "a kernel", "an empty", ...: the kind with its article, for messages.
+std::string a_kind(CUgraphNodeType t);
+/// cuGraphGetEdges of `box`, as pairs of driver handles (from, to). Throws DriverError.
+std::vector<std::pair<CUgraphNode, CUgraphNode>> driver_edges(const DriverTable& drv, const Box& box);
 /// What `to_string(NodeInfo)` writes after the kind and label: name, grid and block, conditional
 /// kind, child origin (each where known).
 std::string node_details(const NodeInfo& n);

@@ -494,6 +494,13 @@ Mismatch compare(const ExecGraph& eg, const Graph* g, bool node_priority) {
       if (std::get<AllocP>(a.params).p.dptr != x->p.dptr) return {CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED, b};
     if (auto* x = std::get_if<FreeP>(&b->params))
       if (std::get<FreeP>(a.params).dptr != x->dptr) return {CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED, b};
+    // "Changing either the source or destination memory type ... is not supported" (the
+    // cuGraphExecUpdate documentation; fact U-memcpy in tests/exec/plan_test.cpp).
+    if (auto* x = std::get_if<MemcpyP>(&b->params)) {
+      const CUDA_MEMCPY3D& was = std::get<MemcpyP>(a.params).copy;
+      if (was.srcMemoryType != x->copy.srcMemoryType || was.dstMemoryType != x->copy.dstMemoryType)
+        return {CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED, b};
+    }
   }
   return {};
 }

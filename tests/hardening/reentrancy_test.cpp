@@ -105,6 +105,8 @@ TEST_CASE_FIXTURE(Fixture, "every call that reaches the driver or a tether lock 
       {"GraphExec::launch(s)", [&] { exec.launch(s); }},
       {"GraphExec::upload(s)", [&] { exec.upload(s); }},
       {"GraphExec::update(graph)", [&] { (void)exec.update(other); }},
+      {"GraphExec::plan_update(graph)", [&] { (void)exec.plan_update(other); }},
+      {"GraphExec::update_or_reinstantiate(graph)", [&] { (void)exec.update_or_reinstantiate(other); }},
       {"GraphExec::update(kernel_node, ...)", [&] { exec.update(node, Grid{1}, Block{4}, x, 3.0f, 4); }},
       {"GraphExec::enable(node, true)", [&] { exec.enable(node, true); }},
       {"GraphExec::enabled(node)", [&] { (void)exec.enabled(node); }},

@@ -62,6 +62,7 @@ Table exec_members(GraphExec& exec, Fixture::AllKinds& a, SharedBuffer<float>& z
       {"upload(s)", [&] { exec.upload(stream); }},
       {"update(graph)", [&] { (void)exec.update(a.g); }},
       {"update_or_reinstantiate(graph)", [&] { (void)exec.update_or_reinstantiate(a.g); }},
+      {"plan_update(graph)", [&] { (void)exec.plan_update(a.g); }},
       {"update(kernel_node, ...)", [&] { exec.update(a.kernel, Grid{1}, Block{8}, z, 1.0f, 8); }},
       {"update(memset_node, ...)", [&] { exec.update(a.memset, z, 1.0f); }},
       {"update(memcpy_node, ...)", [&] { exec.update(a.memcpy, z, a.x); }},
