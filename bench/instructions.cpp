@@ -9,7 +9,7 @@
 // CALLGRIND_DUMP_STATS_AT (no-ops outside valgrind). Prints on stdout the driver calls the fakes
 // counted on this thread during the operation and, for `--op build`, tether's metadata bytes per
 // node (graph_bench's definition).
-// Usage: instructions --op build|update_all|exec_update|capture|clone|capture_exclusive|param_set|whole_update|plan_update --n N [--args 1|3] [--raw]
+// Usage: instructions --op build|update_all|exec_update|capture|clone|capture_exclusive|param_set|whole_update|plan_update|whole_update_unplanned --n N [--args 1|3] [--raw]
 //        instructions --check-fakes   (checks the fake driver's model, see check_fakes)
 //   build:       N chained `e.after(prev).launch(k, Grid{1}, Block{1}, bufs...)` in one edit, committed
 //   update_all:  one edit updating all N nodes to other buffers, committed
@@ -17,6 +17,7 @@
 //   param_set: one GraphExec::set of a Param<SharedBuffer<float>> bound as the first argument of
 //     all N nodes, on a fresh executable (floor: N x cuGraphExecKernelNodeSetParams)
 //   whole_update: GraphExec::update from a second N-node chain (floor: one cuGraphExecUpdate)
+//   whole_update_unplanned: the same, instantiated with InstantiateOptions::plan_updates = false
 //   plan_update: GraphExec::plan_update of a second N-node chain (floor: asking the driver, one
 //     cuGraphExecUpdate)
 //   capture:     tether::capture of N Stream::launch(k, Grid{1}, Block{1}, bufs...), handles kept
@@ -94,14 +95,14 @@ constexpr const char* kPtx = R"(.version 8.0
 }
 )";
 
-enum class Op { build, update_all, exec_update, capture, clone, capture_exclusive, param_set, whole_update, plan_update };
+enum class Op { build, update_all, exec_update, capture, clone, capture_exclusive, param_set, whole_update, plan_update, whole_update_unplanned };
 constexpr const char* kOpNames[] = {"build", "update_all",        "exec_update", "capture",     "clone",
-                                    "capture_exclusive", "param_set", "whole_update", "plan_update"};
+                                    "capture_exclusive", "param_set", "whole_update", "plan_update", "whole_update_unplanned"};
 constexpr int kOps = static_cast<int>(std::size(kOpNames));
 
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
-               "instructions: %s\nusage: instructions --op build|update_all|exec_update|capture|clone|capture_exclusive|param_set|whole_update|plan_update --n N "
+               "instructions: %s\nusage: instructions --op build|update_all|exec_update|capture|clone|capture_exclusive|param_set|whole_update|plan_update|whole_update_unplanned --n N "
                "[--args 1|3] [--raw]\n       instructions --check-fakes\n",
                why.c_str());
   std::exit(2);
@@ -258,14 +259,17 @@ void run_tether(Env& env, Op op, int n, bool measure) {
       break;
     }
     case Op::whole_update:
+    case Op::whole_update_unplanned:
     case Op::plan_update: {
       Graph g(env.ctx), g2(env.ctx);
       build_chain<A>(env, k, g, nodes);
       std::vector<N> second(count);
       build_chain<A>(env, k, g2, second);
-      GraphExec x = g.instantiate();
+      InstantiateOptions o;
+      o.plan_updates = op != Op::whole_update_unplanned;
+      GraphExec x = g.instantiate(o);
       bool ok = false;
-      if (op == Op::whole_update)
+      if (op != Op::plan_update)
         in([&] { ok = static_cast<bool>(x.update(g2)); });
       else
         in([&] { ok = static_cast<bool>(x.plan_update(g2)); });
@@ -367,6 +371,7 @@ void run_raw(Env& env, Op op, int n, bool measure) {
       break;
     }
     case Op::whole_update:
+    case Op::whole_update_unplanned:
     case Op::plan_update: {
       add_all(g);
       CUgraph g2 = nullptr;

@@ -59,7 +59,7 @@ export LD_LIBRARY_PATH="$work/bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # free: instructions that are neither tether's nor the driver's.
 unset MALLOC_PERTURB_ MALLOC_CHECK_
 
-ops=(${OPS:-build update_all exec_update capture capture_exclusive clone param_set whole_update plan_update})
+ops=(${OPS:-build update_all exec_update capture capture_exclusive clone param_set whole_update whole_update_unplanned plan_update})
 modes=(tether raw)
 ((smoke)) || modes+=(total)
 status=0

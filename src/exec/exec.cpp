@@ -77,6 +77,10 @@ struct ExecOwners {
   // which the executable now runs. Non-owning, like `base`: the executable's copies of that
   // graph's user-object references keep them until the next whole update. Read by parameter sets.
   std::vector<const NodeAttachment*> other;
+  // The last whole update from another graph came from one whose topology the plan does not match
+  // position by position (an edge differs): the driver, which pairs nodes by structure, accepted it
+  // (docs/serving.md, "Agreement"), so creation order does not say which node runs which version.
+  bool other_unpaired = false;
 
   std::uint32_t hint = 0;  // the source's record chunk of the last lookup (RecordStore::index_of)
   /// The slot of `r` (a record of the source, whose records are `store`), or null if it has none.
@@ -397,7 +401,7 @@ GraphExec Graph::instantiate(const InstantiateOptions& options) const {
   state->has_host = detail::has_host_nodes(*h);
   state->options = options;
   state->options.upload = nullptr;  // a re-instantiation does not upload (the stream may be gone)
-  {
+  if (options.plan_updates) {
     std::shared_ptr<detail::Topology> topo = detail::read_topology(*h, options.use_node_priority);
     topo->forget_records();
     state->topology = std::move(topo);
@@ -507,7 +511,7 @@ UpdateResult GraphExec::update(const Graph& graph) {
   detail::HierarchyGuard source_lock(h->mu, "GraphExec::update");
   h->check_usable();
   std::shared_ptr<detail::Topology> topo;
-  {
+  if (st.options.plan_updates) {
     detail::ScopedContext scope(*st.drv, st.ctx.get());
     topo = detail::read_topology(*h, st.options.use_node_priority);
   }
@@ -517,6 +521,9 @@ UpdateResult GraphExec::update(const Graph& graph) {
 UpdatePlan GraphExec::plan_update(const Graph& graph) const {
   detail::ExecState& st = live("GraphExec::plan_update");
   const auto& h = detail::GraphAccess::live(graph, "GraphExec::plan_update");
+  if (!st.options.plan_updates)
+    throw UsageError("GraphExec::plan_update: this executable was instantiated with InstantiateOptions::plan_updates "
+                     "= false, so it kept no topology to plan with (instantiate it with plan_updates = true)");
   detail::HierarchyGuard source_lock(h->mu, "GraphExec::plan_update");
   h->check_usable();
   detail::ScopedContext scope(*st.drv, st.ctx.get());
@@ -532,11 +539,12 @@ UpdatePlan GraphExec::plan_update(const Graph& graph) const {
 // The whole update from `h` (locked by the caller), whose topology is `topo`.
 UpdateResult GraphExec::update_locked(const std::shared_ptr<detail::Hierarchy>& h, std::shared_ptr<detail::Topology> topo) {
   detail::ExecState& st = *s_;
-  topo->forget_records();
   detail::ExecOwners& o = *st.owners;
   Owners dead;
   {
     std::lock_guard lock(o.mu);
+    const bool paired = h == st.source || !topo || !st.topology || static_cast<bool>(detail::plan(*st.topology, *topo, h));
+    if (topo) topo->forget_records();
     const detail::DriverTable& drv = *st.drv;
     detail::ScopedContext scope(drv, st.ctx.get());
     // Room for every node's base (slots are never erased: records of removed nodes stay).
@@ -559,6 +567,7 @@ UpdateResult GraphExec::update_locked(const std::shared_ptr<detail::Hierarchy>& 
           o.updated_from_other = h != st.source;
           st.topology = std::move(topo);
           o.other = std::move(other);
+          o.other_unpaired = !paired;
           if (h == st.source) detail::record_bases(o, *h);
         });
     if (r != CUDA_SUCCESS) {
@@ -612,7 +621,7 @@ UpdateResult GraphExec::update_or_reinstantiate(const Graph& graph) {
     h->check_usable();
     std::shared_ptr<detail::Topology> topo;
     UpdatePlan p;
-    {
+    if (st.options.plan_updates) {
       detail::ScopedContext scope(*st.drv, st.ctx.get());
       topo = detail::read_topology(*h, st.options.use_node_priority);
       std::shared_ptr<const detail::Topology> mine;
@@ -746,6 +755,13 @@ void param_sites(ExecState& st, const ParamStateBase* p, std::vector<ParamSite>&
     }
     return;
   }
+  if (o.other_unpaired)
+    throw UsageError(fmt::format(
+        "{}: this executable was last updated from another graph whose edges differ from the ones it was made "
+        "from; the driver accepted that update, pairing the nodes by structure, so which node of this graph runs "
+        "which of the other graph's versions is not known: set the parameter in that graph (Edit::set) and update "
+        "the executable from it again",
+        what));
   std::size_t k = 0;
   for (NodeRecord* r = st.source->root().first; r; r = r->next) {
     ExecOwners::Slot* x = o.find(st.source->records, r);

@@ -27,6 +27,12 @@ struct InstantiateOptions {
   bool auto_free_on_launch = false;  ///< CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH
   bool device_launch = false;        ///< CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH
   bool use_node_priority = false;    ///< CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY
+  /// Keep the topology `GraphExec::plan_update` compares with (read at instantiation and at every
+  /// whole update: tether's records and one cuGraphGetEdges per graph, one
+  /// cuGraphKernelNodeGetAttribute per kernel node, one cuGraphMemcpyNodeGetParams per memcpy
+  /// node; docs/serving.md, "Update planning", for the cost). false saves that cost: `plan_update`
+  /// then throws UsageError and `update_or_reinstantiate` asks the driver. Since 0.6.
+  bool plan_updates = true;
   const Stream* upload = nullptr;    ///< upload on this stream right after instantiating (cuGraphUpload)
 };
 
@@ -69,13 +75,12 @@ std::string_view to_string(UpdateResult::Reason r) noexcept;
 struct UpdatePlan {
   /// The result cuGraphExecUpdate is expected to give (`success`: it would be accepted).
   UpdateResult::Reason reason = UpdateResult::Reason::success;
-  /// The node of `graph`'s root graph the driver would name (`errorNode`): the offending node,
-  /// or the child-graph or conditional node that holds it. Empty when the node counts differ.
+  /// The node of `graph` the driver would name (`errorNode`): the offending node, also inside a
+  /// child graph or a conditional body (as the H200 names it); empty for a node-count difference
+  /// (as the driver names none) and for fact U1 (docs/serving.md). The H200 may name another node
+  /// for an edge difference (its pairing: docs/serving.md, "Agreement").
   Node<> node;
-  /// The offending node itself, which may be inside a child graph or a conditional body (then
-  /// `node` holds it); empty when the node counts differ.
-  Node<> inner;
-  /// `inner`'s position (creation order, from 0) in its own graph; 0 where there is none.
+  /// `node`'s position (creation order, from 0) in its own graph; 0 where there is none.
   std::size_t position = 0;
   /// The rule that refuses the update, with what the executable has and what `graph` has, e.g.
   /// "node 2 (kernel) is cooperative in the executable and not in the graph (CUDA keeps
@@ -171,15 +176,16 @@ class GraphExec : public NodeUpdates<GraphExec> {
   /// topology this executable was made from — taken at instantiation and at every whole update:
   /// the nodes of every graph of the hierarchy in creation order (the order the driver pairs
   /// them in), their kinds, dependencies, child graphs and conditional bodies, each kernel node's
-  /// COOPERATIVE attribute (and PRIORITY under `use_node_priority`), each memcpy node's memory
-  /// types, each graph allocation's address — with `graph`'s now, read from tether's records and
+  /// COOPERATIVE attribute (and PRIORITY under `use_node_priority`), each conditional node's type
+  /// and size, each memcpy node's memory types — with `graph`'s now, read from tether's records and
   /// the driver (cuGraphGetEdges per graph, cuGraphKernelNodeGetAttribute per kernel node,
-  /// cuGraphMemcpyNodeGetParams, cuGraphMemAllocNodeGetParams, cuGraphMemFreeNodeGetParams).
+  /// cuGraphMemcpyNodeGetParams per memcpy node).
   /// Changes nothing. What it cannot see (docs/serving.md, "Update planning"): a requested
   /// priority outside the device's range (the driver reads back the clamped value),
   /// NVLINK_UTIL_CENTRIC_SCHEDULING set by other code (not readable), device-updatable kernel
   /// nodes, a kernel's context or dynamic-parallelism use. Throws UsageError for an empty
-  /// executable or graph, inside a host callback; DriverError if a read fails. Thread safety: as
+  /// executable or graph, for an executable instantiated with `plan_updates = false`, inside a
+  /// host callback; DriverError if a read fails. Thread safety: as
   /// `update` (it takes `graph`'s lock, then this executable's). Since 0.6.
   UpdatePlan plan_update(const Graph& graph) const;
 
@@ -188,7 +194,8 @@ class GraphExec : public NodeUpdates<GraphExec> {
   /// instantiated from `graph` with this one's options (`upload` aside) that replaces this one.
   /// The replaced executable is destroyed as usual: launches in flight keep its owners. Returns
   /// the update's verdict; `reinstantiated` says whether it was replaced (then `reason` is why).
-  /// It plans first (`plan_update`, under the same lock as the update): a refusal the plan
+  /// It plans first (`plan_update`, under the same lock as the update; not with
+  /// `InstantiateOptions::plan_updates = false`, then the driver decides): a refusal the plan
   /// foresees makes no cuGraphExecUpdate call (`planned` and `rule` say so); an update the plan
   /// accepts is made, and if the driver still refuses it, the executable is replaced all the same.
   /// Per-node updates afterwards take nodes of the graph this executable was last instantiated

@@ -31,6 +31,7 @@ class TopologyReader {
     g.nodes = std::move(nodes);
     g.deps = std::move(deps);
     g.recs = std::move(recs);
+    g.edge_removed = box.edge_removed;
     // The sub-graphs of each node are consecutive; their own sub-graphs come after all of them.
     for (std::size_t i = 0; i < t_.graphs[gi].nodes.size(); ++i) {
       const NodeRecord* r = t_.graphs[gi].recs[i];
@@ -102,16 +103,6 @@ class TopologyReader {
         n.dst_memory = static_cast<std::uint8_t>(c.dstMemoryType);
         break;
       }
-      case CU_GRAPH_NODE_TYPE_MEM_ALLOC: {
-        CUDA_MEM_ALLOC_NODE_PARAMS p{};
-        call<Entry::cuGraphMemAllocNodeGetParams>(drv_, "reading a memory allocation node (planning updates)", r.node, &p);
-        n.address = p.dptr;
-        break;
-      }
-      case CU_GRAPH_NODE_TYPE_MEM_FREE:
-        call<Entry::cuGraphMemFreeNodeGetParams>(drv_, "reading a memory free node (planning updates)", r.node,
-                                                 &n.address);
-        break;
       default: break;
     }
   }
@@ -185,6 +176,19 @@ class Planner {
                       fmt::format("node {} ({}) depends on nodes {} in the executable and {} in the graph (a whole "
                                   "update cannot change the edges)",
                                   i, to_string(kind_of(qt)), positions(x.deps, p), positions(y.deps, q)));
+    }
+    if (y.edge_removed)
+      return {R::topology_changed, gb, 0, false,
+              "an edge from a node with dependencies was removed from the graph (Edit::disconnect, or the rollback "
+              "of an Edit::connect); the driver then refuses a whole update from it although its topology is the "
+              "executable's (driver fact U1): make the graph again, or instantiate it"};
+    // Then, the topology being the same, each node's own rules (on the H200 a changed edge is
+    // reported before a changed attribute of an earlier node).
+    for (std::uint32_t i = 0; i < y.nodes.size(); ++i) {
+      const TopoNode& p = x.nodes[i];
+      const TopoNode& q = y.nodes[i];
+      auto refuse = [&](R r, std::string rule) { return Refusal{r, gb, i, true, std::move(rule)}; };
+      const auto qt = static_cast<CUgraphNodeType>(q.type);
       if (qt == CU_GRAPH_NODE_TYPE_KERNEL) {
         if (p.cooperative != q.cooperative)
           return refuse(R::attributes_changed,
@@ -200,27 +204,25 @@ class Planner {
       }
       if (qt == CU_GRAPH_NODE_TYPE_GRAPH && p.sub_n == 1 && q.sub_n == 1) {
         Refusal r = compare(p.sub_at, q.sub_at);
-        if (r.reason != R::success) return within(std::move(r), gb, i, fmt::format("in the child graph of node {}: ", i));
+        if (r.reason != R::success) return within(std::move(r), fmt::format("in the child graph of node {}: ", i));
       }
       if (qt == CU_GRAPH_NODE_TYPE_CONDITIONAL) {
-        if (p.cond_type != q.cond_type || p.sub_n != q.sub_n)
-          return refuse(R::parameters_changed,
-                        fmt::format("node {} is a conditional node of type {} with {} bodies in the executable and of "
-                                    "type {} with {} in the graph (a whole update cannot change a conditional node's "
-                                    "type or size)",
-                                    i, conditional_name(p.cond_type), p.sub_n, conditional_name(q.cond_type), q.sub_n));
+        if (p.cond_type != q.cond_type)
+          return refuse(R::not_supported,
+                        fmt::format("node {} is a conditional node of type {} in the executable and of type {} in the "
+                                    "graph (a whole update cannot change a conditional node's type)",
+                                    i, conditional_name(p.cond_type), conditional_name(q.cond_type)));
+        if (p.sub_n != q.sub_n)
+          return refuse(R::not_supported,
+                        fmt::format("node {} is a conditional node with {} bodies in the executable and {} in the "
+                                    "graph (a whole update cannot change a conditional node's size)",
+                                    i, p.sub_n, q.sub_n));
         for (std::uint32_t k = 0; k < q.sub_n; ++k) {
           Refusal r = compare(p.sub_at + k, q.sub_at + k);
           if (r.reason != R::success)
-            return within(std::move(r), gb, i, fmt::format("in body {} of conditional node {}: ", k, i));
+            return within(std::move(r), fmt::format("in body {} of conditional node {}: ", k, i));
         }
       }
-      if ((qt == CU_GRAPH_NODE_TYPE_MEM_ALLOC || qt == CU_GRAPH_NODE_TYPE_MEM_FREE) && p.address != q.address)
-        return refuse(R::not_supported,
-                      fmt::format("node {} ({}) {} 0x{:x} in the executable and 0x{:x} in the graph (a whole update "
-                                  "cannot change a graph allocation's address)",
-                                  i, to_string(kind_of(qt)), qt == CU_GRAPH_NODE_TYPE_MEM_ALLOC ? "allocates" : "frees",
-                                  p.address, q.address));
       if (qt == CU_GRAPH_NODE_TYPE_MEMCPY && (p.src_memory != q.src_memory || p.dst_memory != q.dst_memory))
         return refuse(R::parameters_changed,
                       fmt::format("node {} (memcpy) copies {} to {} memory in the executable and {} to {} in the "
@@ -232,41 +234,15 @@ class Planner {
   }
 
  private:
-  // A refusal inside the graphs of node `i` of graph `g`: the driver names the root graph's node
-  // that holds it (plan() finds it); a node-count refusal has no node of its own, so node `i`
-  // is the offending node.
-  static Refusal within(Refusal r, std::uint32_t g, std::uint32_t i, std::string_view prefix) {
+  // A refusal inside the graphs of a node: the driver names the offending node itself (on the
+  // H200, also inside a child graph or body), and none for a node-count difference there too.
+  static Refusal within(Refusal r, std::string_view prefix) {
     r.rule = std::string(prefix) + r.rule;
-    if (!r.has_node) {
-      r.graph = g;
-      r.node = i;
-      r.has_node = true;
-    }
     return r;
   }
   const Topology& a_;
   const Topology& b_;
 };
-
-// The node of the candidate's root graph that holds graph `gi` (or whose graph it is), and that
-// graph's owning chain: graph 0 is the root; a sub-graph's parent is the node whose range holds it.
-std::uint32_t root_node_holding(const Topology& t, std::uint32_t gi, std::uint32_t node) {
-  while (gi != 0) {
-    bool found = false;
-    for (std::uint32_t g = 0; g < t.graphs.size() && !found; ++g)
-      for (std::uint32_t i = 0; i < t.graphs[g].nodes.size(); ++i) {
-        const TopoNode& n = t.graphs[g].nodes[i];
-        if (n.sub_n && gi >= n.sub_at && gi < n.sub_at + n.sub_n) {
-          gi = g;
-          node = i;
-          found = true;
-          break;
-        }
-      }
-    if (!found) break;
-  }
-  return node;
-}
 
 Node<> handle_of(const std::shared_ptr<Hierarchy>& h, NodeRecord* r) {
   return NodeAccess::make<AnyKind>(NodeRef{h, r, r->generation.load(std::memory_order_acquire)});
@@ -289,8 +265,7 @@ UpdatePlan plan(const Topology& exec, const Topology& graph, const std::shared_p
   p.rule = std::move(r.rule);
   if (r.reason == UpdateResult::Reason::success || !r.has_node) return p;
   p.position = r.node;
-  p.inner = handle_of(h, graph.graphs[r.graph].recs[r.node]);
-  p.node = handle_of(h, graph.graphs[0].recs[root_node_holding(graph, r.graph, r.node)]);
+  p.node = handle_of(h, graph.graphs[r.graph].recs[r.node]);
   return p;
 }
 

@@ -28,7 +28,6 @@ struct TopoNode {
   std::uint32_t deps_n = 0;
   std::uint32_t sub_at = 0;       // child graph (1) or bodies: Topology::graphs[sub_at, sub_at + sub_n)
   std::uint32_t sub_n = 0;
-  CUdeviceptr address = 0;        // memory allocation and free nodes
 };
 
 /// One graph of a hierarchy: its nodes in creation order (the driver's pairing order).
@@ -38,6 +37,7 @@ struct TopoGraph {
   // The records of the nodes, for the plan's node handles: valid only while the hierarchy the
   // topology was read from is locked (cleared when an executable keeps the topology).
   std::vector<NodeRecord*> recs;
+  bool edge_removed = false;  // Box::edge_removed (fact U1)
 };
 
 /// A hierarchy's topology; graphs[0] is the root, a node's sub-graphs follow their parent.
@@ -53,7 +53,7 @@ struct Topology {
 /// Reads the topology of `h` (locked by the caller, its context current): tether's records for
 /// the nodes, their order, kinds, child graphs and bodies; the driver for the edges
 /// (cuGraphGetEdges, per graph), each kernel node's COOPERATIVE attribute (and PRIORITY when
-/// `priorities`), each memcpy node's memory types, each allocation and free node's address.
+/// `priorities`), each memcpy node's memory types.
 /// Throws DriverError, std::bad_alloc.
 std::shared_ptr<Topology> read_topology(const Hierarchy& h, bool priorities);
 

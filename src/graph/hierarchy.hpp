@@ -113,6 +113,10 @@ struct Box {
   // for a child graph, whether it holds a captured region (Edit::capture) rather than an embedded copy.
   std::uint8_t conditional_type = 0;
   bool captured = false;
+  // An edge from a node with dependencies of its own was removed from this graph (Edit::disconnect,
+  // or a rollback of Edit::connect): the H200 then refuses a whole update from it although its
+  // topology is the executable's (fact U1), so plan_update refuses it too. Never cleared.
+  bool edge_removed = false;
   // Owners retained on this graph by no node (captured work tether could not attribute, and
   // Capture::keeping): released with the graph. Guarded by the hierarchy's lock.
   std::size_t anonymous_owners = 0;

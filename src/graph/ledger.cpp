@@ -228,6 +228,7 @@ void Ledger::discard_one(Hierarchy& h, Change& e) noexcept {
                          : raw<Entry::cuGraphAddDependencies>(drv, g, &e.rec->node, &e.other->node, no_data,
                                                               std::size_t{1});
       if (res != CUDA_SUCCESS) mark_unusable(h, "restoring an edge failed", result_name(res));
+      else if (e.kind == Kind::connect) note_edge_removed(drv, *e.rec);
       break;
     }
     case Kind::name: {

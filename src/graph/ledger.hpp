@@ -22,6 +22,11 @@
 
 namespace tether::detail {
 
+/// Notes on `from`'s graph that an edge from it was removed, if `from` has dependencies of its own
+/// (one cuGraphNodeGetDependencies; fact U1: the H200 then refuses whole updates from the graph).
+void note_edge_removed(const DriverTable& drv, NodeRecord& from) noexcept;
+
+
 class Ledger {
  public:
   Ledger() = default;

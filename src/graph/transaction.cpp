@@ -247,6 +247,17 @@ void Transaction::remove(NodeRecord* r) {
 void Transaction::connect(NodeRecord* from, NodeRecord* to) { change_edge(from, to, true); }
 void Transaction::disconnect(NodeRecord* from, NodeRecord* to) { change_edge(from, to, false); }
 
+void note_edge_removed(const DriverTable& drv, NodeRecord& from) noexcept {
+  std::size_t n = 0;
+  CUresult r = raw<Entry::cuGraphNodeGetDependencies>(drv, from.node, static_cast<CUgraphNode*>(nullptr),
+                                                     static_cast<CUgraphEdgeData*>(nullptr), &n);
+  if (r != CUDA_SUCCESS)
+    report_error("counting a node's dependencies after an edge from it was removed",
+                 std::string(result_name(r)) + " (assumed it has some: plan_update refuses updates from this graph)");
+  // Unknown: assume the worst, the plan then refuses rather than accepts.
+  if (r != CUDA_SUCCESS || n > 0) from.box->edge_removed = true;
+}
+
 void Transaction::change_edge(NodeRecord* from, NodeRecord* to, bool add) {
   if (capturing_) [[unlikely]]
     throw_capturing();
@@ -256,10 +267,17 @@ void Transaction::change_edge(NodeRecord* from, NodeRecord* to, bool add) {
   const DriverTable& drv = *h_->drv;
   CUgraph g = from->box->graph;
   const auto* no_data = static_cast<const CUgraphEdgeData*>(nullptr);
-  if (add)
+  if (add) {
     call<Entry::cuGraphAddDependencies>(drv, "adding an edge", g, &from->node, &to->node, no_data, std::size_t{1});
-  else
+  } else {
+    // Counted first, so that a failure leaves the graph unchanged (fact U1 needs it after removal).
+    std::size_t deps = 0;
+    call<Entry::cuGraphNodeGetDependencies>(drv, "counting a node's dependencies", from->node,
+                                            static_cast<CUgraphNode*>(nullptr), static_cast<CUgraphEdgeData*>(nullptr),
+                                            &deps);
     call<Entry::cuGraphRemoveDependencies>(drv, "removing an edge", g, &from->node, &to->node, no_data, std::size_t{1});
+    if (deps > 0) from->box->edge_removed = true;
+  }
   ledger_.stage_edge(from, to, add);
 }
 

@@ -461,6 +461,11 @@ bool attributes_changed(const KernelP& exec, const KernelP& src, bool node_prior
   return node_priority && a.priority_requested != b.priority_requested;
 }
 
+// The rules in the order the H200 reports them: the node count, then every node's type and
+// dependencies, then each node's own rules. The offending node is named also inside a child graph
+// or body (the H200 does); a node-count difference names none, there too. Nodes are paired
+// by creation order: the H200 pairs them by structure instead where edges differ (it accepted an
+// edge moved between two nodes of one kind; plan_test's agreement family lists those cases).
 Mismatch compare(const ExecGraph& eg, const Graph* g, bool node_priority) {
   if (eg.nodes.size() != g->nodes.size()) return {CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED, nullptr};
   std::unordered_map<const Node*, int> idx;
@@ -475,27 +480,32 @@ Mismatch compare(const ExecGraph& eg, const Graph* g, bool node_priority) {
     std::sort(deps.begin(), deps.end());
     std::sort(ad.begin(), ad.end());
     if (ad != deps) return {CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED, b};
+  }
+  if (g->removed_edge_from) return {CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED, g->removed_edge_from};
+  for (std::size_t i = 0; i < g->nodes.size(); ++i) {
+    const ExecNode& a = *eg.nodes[i];
+    const Node* b = g->nodes[i];
     if (auto* k = std::get_if<KernelP>(&b->params))
       if (attributes_changed(std::get<KernelP>(a.params), *k, node_priority))
         return {CU_GRAPH_EXEC_UPDATE_ERROR_ATTRIBUTES_CHANGED, b};
     if (auto* c = std::get_if<ChildP>(&b->params)) {
       Mismatch m = compare(*a.subs[0], c->graph, node_priority);
-      if (m.result != CU_GRAPH_EXEC_UPDATE_SUCCESS) return {m.result, b};
+      if (m.result != CU_GRAPH_EXEC_UPDATE_SUCCESS) return m;
     }
     if (auto* c = std::get_if<CondP>(&b->params)) {
       const auto& ac = std::get<CondP>(a.params);
-      if (ac.type != c->type || ac.size != c->size) return {CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED, b};
+      // Another type or size: NOT_SUPPORTED on the H200 (plan_test's family).
+      if (ac.type != c->type || ac.size != c->size) return {CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED, b};
       for (std::size_t k = 0; k < c->bodies.size(); ++k) {
         Mismatch m = compare(*a.subs[k], c->bodies[k], node_priority);
-        if (m.result != CU_GRAPH_EXEC_UPDATE_SUCCESS) return {m.result, b};
+        if (m.result != CU_GRAPH_EXEC_UPDATE_SUCCESS) return m;
       }
     }
-    if (auto* x = std::get_if<AllocP>(&b->params))
-      if (std::get<AllocP>(a.params).p.dptr != x->p.dptr) return {CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED, b};
-    if (auto* x = std::get_if<FreeP>(&b->params))
-      if (std::get<FreeP>(a.params).dptr != x->dptr) return {CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED, b};
+    // No rule for allocation and free nodes: the H200 accepted a whole update from a graph whose
+    // allocation has another address, and the executable then used the new graph's allocation
+    // (fact GM2, tests/exec/plan_test.cpp).
     // "Changing either the source or destination memory type ... is not supported" (the
-    // cuGraphExecUpdate documentation; fact U-memcpy in tests/exec/plan_test.cpp).
+    // cuGraphExecUpdate documentation; plan_test's family confirms PARAMETERS_CHANGED on the H200).
     if (auto* x = std::get_if<MemcpyP>(&b->params)) {
       const CUDA_MEMCPY3D& was = std::get<MemcpyP>(a.params).copy;
       if (was.srcMemoryType != x->copy.srcMemoryType || was.dstMemoryType != x->copy.dstMemoryType)

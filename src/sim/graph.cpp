@@ -1308,6 +1308,7 @@ CUresult sim_cuGraphRemoveDependencies(CUgraph h, const CUgraphNode* from, const
   for (auto [a, b] : es) {
     std::erase(b->deps, a);
     std::erase(a->dependents, b);
+    if (!a->deps.empty() && !g->removed_edge_from) g->removed_edge_from = a;
   }
   return CUDA_SUCCESS;
 }
