@@ -23,6 +23,7 @@ void remove_now(Hierarchy& h, NodeRecord* r) noexcept {
   if (!r->alive) return;
   const DriverTable& drv = *h.drv;
   h.unregister_owned_by(r);  // before CUDA destroys (and may reuse) the embedded graphs' handles
+  note_incoming_edges(drv, *r);
   CUresult res = raw<Entry::cuGraphDestroyNode>(drv, r->node);
   if (res != CUDA_SUCCESS) {
     try {

@@ -25,6 +25,9 @@ namespace tether::detail {
 /// Notes on `from`'s graph that an edge from it was removed, if `from` has dependencies of its own
 /// (one cuGraphNodeGetDependencies; fact U1: the H200 then refuses whole updates from the graph).
 void note_edge_removed(const DriverTable& drv, NodeRecord& from) noexcept;
+/// The same for the edges into `to`, which its destruction removes (the H200 leaves the trace of
+/// fact U1 then too): one cuGraphNodeGetDependencies, and one per dependency.
+void note_incoming_edges(const DriverTable& drv, NodeRecord& to) noexcept;
 
 
 class Ledger {

@@ -258,6 +258,32 @@ void note_edge_removed(const DriverTable& drv, NodeRecord& from) noexcept {
   if (r != CUDA_SUCCESS || n > 0) from.box->edge_removed = true;
 }
 
+void note_incoming_edges(const DriverTable& drv, NodeRecord& to) noexcept {
+  if (to.box->edge_removed) return;
+  std::size_t n = 0;
+  auto* no_data = static_cast<CUgraphEdgeData*>(nullptr);
+  CUresult r = raw<Entry::cuGraphNodeGetDependencies>(drv, to.node, static_cast<CUgraphNode*>(nullptr), no_data, &n);
+  std::vector<CUgraphNode> deps;
+  if (r == CUDA_SUCCESS && n > 0) {
+    try {
+      deps.resize(n);
+      r = raw<Entry::cuGraphNodeGetDependencies>(drv, to.node, deps.data(), no_data, &n);
+    } catch (...) {
+      r = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+  }
+  for (std::size_t i = 0; r == CUDA_SUCCESS && i < n && !to.box->edge_removed; ++i) {
+    std::size_t m = 0;
+    r = raw<Entry::cuGraphNodeGetDependencies>(drv, deps[i], static_cast<CUgraphNode*>(nullptr), no_data, &m);
+    if (r == CUDA_SUCCESS && m > 0) to.box->edge_removed = true;
+  }
+  if (r != CUDA_SUCCESS) {
+    report_error("counting the dependencies of a removed node's dependencies",
+                 std::string(result_name(r)) + " (assumed some: plan_update refuses updates from this graph)");
+    to.box->edge_removed = true;
+  }
+}
+
 void Transaction::change_edge(NodeRecord* from, NodeRecord* to, bool add) {
   if (capturing_) [[unlikely]]
     throw_capturing();

@@ -785,6 +785,9 @@ CUresult sim_cuGraphDestroyNode(CUgraphNode h) {
     if (node_in_capture(n))
       return fail(CUDA_ERROR_ILLEGAL_STATE,
                   "cuGraphDestroyNode of a node of (or owning) the graph an ongoing stream capture is capturing into");
+    // Its incoming edges go with it: fact U1 as for cuGraphRemoveDependencies.
+    for (const Node* d : n->deps)
+      if (!d->deps.empty() && !n->graph->removed_edge_from) n->graph->removed_edge_from = d;
     unlink(n);
     drop_node_payload(n, released);
     n->params = EmptyP{};

@@ -394,7 +394,8 @@ struct Graph {
   // The sequence id of the captures into this graph: a second capture into the same existing graph
   // reported the first one's id (capture_facts c3c). 0 until the first capture.
   std::uint64_t capture_id = 0;
-  // An edge from a node that has dependencies of its own was removed (cuGraphRemoveDependencies):
+  // An edge from a node that has dependencies of its own was removed (cuGraphRemoveDependencies,
+  // or cuGraphDestroyNode of its target):
   // the H200 then refused a whole update from this graph even where its topology is the
   // executable's (fact U1, tests/exec/plan_test.cpp); an edge from a root node removed did not.
   const Node* removed_edge_from = nullptr;

@@ -776,10 +776,24 @@ TEST_CASE_FIXTURE(PlanFixture, "U1: after an edge from a node with dependencies 
          g.edit([&](Edit& e) { e.disconnect(a, c); });
        },
        true},
-      {"a node added and removed", false,
+      {"a node after b added and removed (its edge from b goes with it)", false,
        [&](Graph& g) {
          Node<EmptyNode> d;
          g.edit([&](Edit& e) { d = e.after(b).empty(); });
+         g.edit([&](Edit& e) { e.remove(d); });
+       },
+       false},
+      {"a root node added and removed", false,
+       [&](Graph& g) {
+         Node<EmptyNode> d;
+         g.edit([&](Edit& e) { d = e.empty(); });
+         g.edit([&](Edit& e) { e.remove(d); });
+       },
+       true},
+      {"a node after the root a added and removed", false,
+       [&](Graph& g) {
+         Node<EmptyNode> d;
+         g.edit([&](Edit& e) { d = e.after(a).empty(); });
          g.edit([&](Edit& e) { e.remove(d); });
        },
        true},
