@@ -174,19 +174,20 @@ class GraphExec : public NodeUpdates<GraphExec> {
   /// Plans a whole update from `graph` without making it: whether cuGraphExecUpdate would accept
   /// it and, if not, the first node and the rule that refuses it (`UpdatePlan`). Compares the
   /// topology this executable was made from — taken at instantiation and at every whole update:
-  /// the nodes of every graph of the hierarchy in creation order (the order the driver pairs
-  /// them in), their kinds, dependencies, child graphs and conditional bodies, each kernel node's
-  /// COOPERATIVE attribute (and PRIORITY under `use_node_priority`), each conditional node's type
-  /// and size, each memcpy node's memory types — with `graph`'s now, read from tether's records and
-  /// the driver (cuGraphGetEdges per graph, cuGraphKernelNodeGetAttribute per kernel node,
-  /// cuGraphMemcpyNodeGetParams per memcpy node).
-  /// Changes nothing. What it cannot see (docs/serving.md, "Update planning"): a requested
-  /// priority outside the device's range (the driver reads back the clamped value),
-  /// NVLINK_UTIL_CENTRIC_SCHEDULING set by other code (not readable), device-updatable kernel
-  /// nodes, a kernel's context or dynamic-parallelism use. Throws UsageError for an empty
-  /// executable or graph, for an executable instantiated with `plan_updates = false`, inside a
-  /// host callback; DriverError if a read fails. Thread safety: as
-  /// `update` (it takes `graph`'s lock, then this executable's). Since 0.6.
+  /// the nodes of every graph of the hierarchy in creation order, their kinds, dependencies, child
+  /// graphs and conditional bodies, each kernel node's COOPERATIVE attribute (and PRIORITY under
+  /// `use_node_priority`), each conditional node's type and size, each memcpy node's memory types
+  /// — with `graph`'s now, read from tether's records and the driver (cuGraphGetEdges per graph,
+  /// cuGraphKernelNodeGetAttribute per kernel node, cuGraphMemcpyNodeGetParams per memcpy node),
+  /// and refuses a graph an edge was removed from as the driver does (fact U1). Changes nothing.
+  /// Where the edges differ the driver pairs nodes by structure: it may refuse for another reason
+  /// or node, and accepts an edge moved between nodes of one kind, which the plan refuses. What
+  /// it cannot see (docs/serving.md, "Update planning"): a requested priority outside the device's
+  /// range (the driver reads back the clamped value), NVLINK_UTIL_CENTRIC_SCHEDULING set by other
+  /// code (not readable), device-updatable kernel nodes, a kernel's context or dynamic-parallelism
+  /// use. Throws UsageError for an empty executable or graph, for an executable instantiated with
+  /// `plan_updates = false`, inside a host callback; DriverError if a read fails. Thread safety:
+  /// as `update` (it takes `graph`'s lock, then this executable's). Since 0.6.
   UpdatePlan plan_update(const Graph& graph) const;
 
   /// The capture–update loop's step: a whole update from `graph` (as `update`), or, where it
@@ -226,11 +227,12 @@ class GraphExec : public NodeUpdates<GraphExec> {
   /// update's are (once no launch can use them). Changes neither the source graph nor
   /// `param.value()`. Returns the number of nodes set (0: none binds it; no driver call). The
   /// driver updates only the top graph's nodes one by one: if nodes inside embedded graphs or
-  /// conditional bodies bind `param`, UsageError says so and nothing changes. After a
-  /// whole update from another graph, nodes are paired with that graph's in creation order of the
-  /// root graphs' nodes (as the driver pairs them); UsageError if the source gained or lost nodes
-  /// since. Throws UsageError for an empty parameter or buffer value, like every member for an
-  /// empty executable, and inside a host callback. Since 0.6.
+  /// conditional bodies bind `param`, UsageError says so and nothing changes. After a whole
+  /// update from another graph, nodes are paired with that graph's in creation order of the root
+  /// graphs' nodes (as the driver pairs them where the edges are equal); UsageError if the source
+  /// gained or lost nodes since, or if that graph's edges differ from the executable's (the driver
+  /// then pairs by structure: docs/serving.md). Throws UsageError for an empty parameter or buffer
+  /// value, like every member for an empty executable, and inside a host callback. Since 0.6.
   template <class T>
   std::size_t set(const Param<T>& param, const std::type_identity_t<T>& value) {
     const void* address = nullptr;
