@@ -1009,6 +1009,16 @@ TEST_CASE("dynamic parameters bind, set in edits and executables, and swap buffe
   f.stream.synchronize();
   CHECK(f.all(x, 5.0f));
   CHECK(throws_with<tether::UsageError>([&] { tether::Param<float> none; none.value(); }, "Param::value: this Param"));
+  // A launch parameter: the fill writes one element per thread.
+  tether::Param<tether::Launch> shape(tether::Launch{tether::Grid{1}, tether::Block{1}}, "shape");
+  tether::SharedBuffer<float> z = f.shared();
+  tether::Graph h{f.ctx};
+  h.edit([&](tether::Edit& e) { e.launch(f.fill, shape, z, 6.0f, n); });
+  tether::GraphExec hx = h.instantiate();
+  CHECK(hx.set(shape, tether::Launch{tether::Grid{1}, tether::Block{n}}) == 1);
+  hx.launch(f.stream);
+  f.stream.synchronize();
+  CHECK(f.all(z, 6.0f));
 }
 
 TEST_CASE("memory accounting answers for graphs, executables and the process with import tether alone") {

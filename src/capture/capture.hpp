@@ -251,6 +251,16 @@ tether::Node<tether::KernelNode<P...>> tether::Stream::launch(const Kernel<P...>
 }
 
 template <class... P, class... A>
+tether::Node<tether::KernelNode<P...>> tether::Stream::launch(const Kernel<P...>& k, const Param<Launch>& l,
+                                                              A&&... args) const {
+  static_assert(detail::KernelArgsCheck<std::tuple<P...>, A&&...>::ok);
+  const detail::ContextState& cs = state("Stream::launch");
+  Spec<KernelNode<P...>> spec(detail::What{"Stream::launch"}, *detail::KernelAccess::info(k), k, l,
+                              std::forward<A>(args)...);
+  return detail::enqueue_as(*this, cs, spec, "Stream::launch");
+}
+
+template <class... P, class... A>
 tether::Node<tether::KernelNode<P...>> tether::Stream::launch(const Kernel<P...>& k, Grid grid, Block block,
                                                               A&&... args) const {
   return launch(k, Launch{grid, block}, std::forward<A>(args)...);

@@ -793,6 +793,10 @@ std::size_t GraphExec::set_param(const detail::ParamValue& v) {
     if (nested) detail::throw_nested_param(v.state->name(), nested);
     n = sites.size();
     if (n == 0) return 0;
+    if (v.state->launch()) {
+      detail::check_launch_set(v, "GraphExec::set", true);
+      for (const detail::ParamSite& x : sites) detail::raise_for_launch_set(drv, *x.use, v, "GraphExec::set");
+    }
     // Everything that can fail but the driver calls first: the next versions and room to retire
     // the current ones, so that after the calls nothing can fail.
     std::vector<Owners> next(n);

@@ -98,6 +98,17 @@ class Builder {
                                 std::forward<A>(args)...);
     return add_spec(s, spec, "Edit::launch");
   }
+  /// A kernel node whose launch configuration is dynamic parameter `launch`: made with its current
+  /// Launch, and bound to it (`set(launch, l)` here or in an executable changes the node's grid,
+  /// block and dynamic shared memory). Otherwise as above; UsageError for an empty parameter.
+  template <class... P, class... A>
+  Node<KernelNode<P...>> launch(const Kernel<P...>& k, const Param<Launch>& launch, A&&... args) {
+    static_assert(detail::KernelArgsCheck<std::tuple<P...>, A&&...>::ok);
+    detail::Site s = site("Edit::launch");
+    Spec<KernelNode<P...>> spec(detail::What{"Edit::launch"}, *detail::KernelAccess::info(k), k, launch,
+                                std::forward<A>(args)...);
+    return add_spec(s, spec, "Edit::launch");
+  }
   /// Shorthand for `launch(k, Launch{grid, block}, args...)`.
   template <class... P, class... A>
   Node<KernelNode<P...>> launch(const Kernel<P...>& k, Grid grid, Block block, A&&... args) {

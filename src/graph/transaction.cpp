@@ -3,6 +3,7 @@
 #include "transaction.hpp"
 
 #include "param.hpp"
+#include "kinds/kernel.hpp"
 
 namespace tether::detail {
 
@@ -185,6 +186,21 @@ CUresult restore_param(const DriverTable& drv, CUgraphNode node, const void* sav
   return raw<Entry::cuGraphKernelNodeSetParams>(drv, node, &p);
 }
 
+// The undo of a launch parameter's set whose Launch sets attributes: the previous version's
+// driver parameters and the node's previous values of those attributes.
+struct LaunchSetSaved {
+  const ParamUse* prev;
+  unsigned nattrs;
+  LaunchAttr attrs[7];
+};
+CUresult restore_launch_set(const DriverTable& drv, CUgraphNode node, const void* saved) noexcept {
+  const auto* s = static_cast<const LaunchSetSaved*>(saved);
+  CUresult r = restore_param(drv, node, s->prev);
+  for (unsigned i = 0; i < s->nattrs && r == CUDA_SUCCESS; ++i)
+    r = raw<Entry::cuGraphKernelNodeSetAttribute>(drv, node, s->attrs[i].id, &s->attrs[i].value);
+  return r;
+}
+
 }  // namespace
 
 std::size_t Transaction::set_param(const ParamValue& v, bool count_only) {
@@ -213,21 +229,51 @@ std::size_t Transaction::set_param(const ParamValue& v, bool count_only) {
     if (r->pending) note(const_cast<NodeRecord*>(r), a);
   if (count_only || sites.empty()) return sites.size();
   const DriverTable& drv = *h_->drv;
+  // A launch parameter's Launch may set attributes: the graph's nodes take them (as an
+  // Edit::update's Launch), and their undo needs the values they replace.
+  const Launch* attributed = nullptr;
+  if (v.state->launch()) {
+    check_launch_set(v, "Edit::set", false);
+    for (const Site& x : sites) raise_for_launch_set(drv, *x.use, v, "Edit::set");
+    if (static_cast<const Launch*>(v.bytes)->attributes()) attributed = static_cast<const Launch*>(v.bytes);
+  }
   std::size_t done = 0;
   try {
     for (; done < sites.size(); ++done) {
       Owners next;
       const ParamUse& made = next.adopt(sites[done].use->with(v));
       NodeRecord* r = sites[done].rec;
+      Undo undo{&restore_param, sites[done].use};
+      if (attributed) {
+        auto* saved = static_cast<LaunchSetSaved*>(arena().allocate(sizeof(LaunchSetSaved), alignof(LaunchSetSaved)));
+        saved->prev = sites[done].use;
+        saved->nattrs = static_cast<unsigned>(launch_attrs(*attributed, saved->attrs));
+        for (unsigned i = 0; i < saved->nattrs; ++i)
+          call<Entry::cuGraphKernelNodeGetAttribute>(drv, "reading a kernel node's attribute before a launch parameter's set",
+                                                     r->node, saved->attrs[i].id, &saved->attrs[i].value);
+        undo = Undo{&restore_launch_set, saved};
+      }
+      auto refused = [&](Entry e, CUresult res, std::string_view detail) {
+        throw_call_error(drv, e, res,
+                         fmt::format("setting parameter '{}' on kernel node {} of the {} bound to it in a graph "
+                                     "(kernel {}{}); no node changed",
+                                     v.state->name(), done + 1, sites.size(), made.core->kernel, detail));
+      };
       update(r, std::move(next), [&] {
         void* args[kMaxParamArgs];
         const CUDA_KERNEL_NODE_PARAMS p = made.params(args);
         if (CUresult res = raw<Entry::cuGraphKernelNodeSetParams>(drv, r->node, &p); res != CUDA_SUCCESS)
-          throw_call_error(drv, Entry::cuGraphKernelNodeSetParams, res,
-                           fmt::format("setting parameter '{}' on kernel node {} of the {} bound to it in a graph "
-                                       "(kernel {}); no node changed",
-                                       v.state->name(), done + 1, sites.size(), made.core->kernel));
-      }, Undo{&restore_param, sites[done].use});
+          refused(Entry::cuGraphKernelNodeSetParams, res, "");
+        if (!attributed) return;
+        CUlaunchAttributeID failed{};
+        if (CUresult res = set_launch_attrs(drv, r->node, *attributed, &failed); res != CUDA_SUCCESS) {
+          // The contract of an update's apply: the node is as it was when it throws.
+          if (CUresult back = undo.restore(drv, r->node, undo.saved); back != CUDA_SUCCESS)
+            report_failure(drv, Entry::cuGraphKernelNodeSetAttribute, back,
+                           "putting a kernel node back after a refused attribute of a launch parameter's set");
+          refused(Entry::cuGraphKernelNodeSetAttribute, res, ", setting " + launch_attr_name(failed));
+        }
+      }, undo);
     }
   } catch (...) {
     // All or nothing: the sets staged before the refused one are undone now.

@@ -45,7 +45,7 @@ consteval bool update_accepts() {
   if constexpr (n == 1 && std::is_same_v<First, Spec<K>>)
     return true;
   else if constexpr (requires { typename K::kernel_tag; })
-    return n >= 1 && (std::is_same_v<First, Launch> || std::is_same_v<First, Grid>);
+    return n >= 1 && (std::is_same_v<First, Launch> || std::is_same_v<First, Param<Launch>> || std::is_same_v<First, Grid>);
   else if constexpr (std::is_same_v<K, MemsetNode>)
     return n == 2;
   else if constexpr (std::is_same_v<K, MemcpyNode>)
@@ -118,6 +118,19 @@ class NodeUpdates {
                                     std::forward<A>(args)...);
     });
   }
+  /// The same with dynamic parameter `launch` as the launch configuration: the node's new version
+  /// takes its current Launch and binds it (a version made without it is unbound). An executable
+  /// refuses a launch parameter whose Launch sets attributes, as above.
+  template <class... P, class... A>
+  void update(const Node<KernelNode<P...>>& node, const Param<Launch>& launch, A&&... args) {
+    static_assert(detail::KernelArgsCheck<std::tuple<P...>, A&&...>::ok);
+    self().update_made(node, [&] {
+      std::shared_ptr<const detail::KernelInfo> kernel = detail::kernel_of(node);
+      const detail::KernelInfo& info = *kernel;
+      return Spec<KernelNode<P...>>(detail::What{Derived::update_names.update}, info, std::move(kernel), launch,
+                                    std::forward<A>(args)...);
+    });
+  }
   /// Shorthand for `update(node, Launch{grid, block}, args...)`.
   template <class... P, class... A>
   void update(const Node<KernelNode<P...>>& node, Grid grid, Block block, A&&... args) {
@@ -164,7 +177,7 @@ class NodeUpdates {
   void update(const Node<K>&, const A&...) {
     static_assert(detail::dependent_false<K>,
                   "update: the parameters do not match the node's kind (a Spec of the node's kind; or kernel: launch "
-                  "configuration or grid, block, then arguments; memset: destination, value; memcpy: destination, "
+                  "configuration, a Param<Launch>, or grid, block, then arguments; memset: destination, value; memcpy: destination, "
                   "source; host: callable; event record/wait: event)");
   }
 

@@ -19,6 +19,8 @@ template <class... Args>
 class Kernel;
 template <class T>
 struct Unowned;
+template <class T>
+class Param;
 template <class Kind>
 class Node;
 struct HostNode;
@@ -132,6 +134,10 @@ class Stream {
   /// Throws UsageError for bad arguments (before any driver call), DriverError.
   template <class... P, class... A>
   Node<KernelNode<P...>> launch(const Kernel<P...>& k, const Launch& launch, A&&... args) const;
+  /// The same with dynamic parameter `launch` as the launch configuration: its current Launch is
+  /// used, and a node captured from it binds it (docs/serving.md). UsageError for an empty parameter.
+  template <class... P, class... A>
+  Node<KernelNode<P...>> launch(const Kernel<P...>& k, const Param<Launch>& launch, A&&... args) const;
   /// Shorthand for `launch(k, Launch{grid, block}, args...)`.
   template <class... P, class... A>
   Node<KernelNode<P...>> launch(const Kernel<P...>& k, Grid grid, Block block, A&&... args) const;

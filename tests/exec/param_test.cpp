@@ -18,6 +18,7 @@
 
 using namespace tether;
 using namespace tether_test;
+using detail::Entry;
 
 namespace {
 
@@ -442,6 +443,262 @@ TEST_CASE_FIXTURE(DslFixture, "a value set releases the version it supersedes at
   exec.reclaim(stream);
   stream.synchronize();
   CHECK(eventually([&] { return b1.use_count() == 1; }));
+}
+
+// Launch parameters: a Param<Launch> binds nodes' dimensions and dynamic shared memory.
+namespace {
+
+// `nodes` fills of 8-element buffers, each `fill(x_i, value, 8)` launched with `cfg`, made by
+// `how`: a fill writes as many elements as its launch has threads.
+Graph make_sized(DslFixture& f, Maker how, int nodes, const Param<Launch>& cfg, const Param<float>& value,
+                 std::vector<SharedBuffer<float>>& out) {
+  for (int i = 0; i < nodes; ++i) out.push_back(f.buffer(8, 0.0f));
+  auto each = [&](auto&& make) {
+    for (int i = 0; i < nodes; ++i) make(out[static_cast<std::size_t>(i)]);
+  };
+  auto on_stream = [&] { each([&](const SharedBuffer<float>& x) { f.stream.launch(f.k.fill, cfg, x, value, 8); }); };
+  Graph g{f.ctx};
+  switch (how) {
+    case Maker::launch: g.edit([&](Edit& e) { each([&](const SharedBuffer<float>& x) { e.launch(f.k.fill, cfg, x, value, 8); }); }); break;
+    case Maker::spec:
+      g.edit([&](Edit& e) { each([&](const SharedBuffer<float>& x) { e.add(tether::kernel(f.k.fill, cfg, x, value, 8)); }); });
+      break;
+    case Maker::capture: g = tether::capture(f.stream, on_stream); break;
+    case Maker::exclusive_capture: g = tether::capture(f.stream, CaptureMode::global, CaptureStreams::exclusive, on_stream); break;
+    case Maker::edit_capture: g.edit([&](Edit& e) { e.capture(f.stream, on_stream); }); break;
+  }
+  return g;
+}
+
+// How many leading elements of `x` hold `v` (a fill of n threads writes n).
+std::size_t written(const DslFixture& f, const SharedBuffer<float>& x, float v) {
+  std::size_t n = 0;
+  for (float e : f.read(x)) {
+    if (e != v) break;
+    ++n;
+  }
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE_FIXTURE(DslFixture, "a launch parameter set changes the dimensions of every node bound to it, however the "
+                              "nodes were made, with one driver call per node, and leaves their other parameters") {
+  for (Maker how : kMakers)
+    for (int nodes : {1, 3})
+      for (bool in_exec : {true, false}) {
+        const std::string maker = name_of(how);
+        CAPTURE(maker);
+        CAPTURE(nodes);
+        CAPTURE(in_exec);
+        Param<Launch> cfg(Launch{Grid{1}, Block{2}}, "cfg");
+        Param<float> value(1.0f, "value");
+        std::vector<SharedBuffer<float>> out;
+        Graph g = make_sized(*this, how, nodes, cfg, value, out);
+        GraphExec exec = g.instantiate();
+        const bool nested = how == Maker::edit_capture;
+        CHECK(exec.bound_nodes(cfg) == (nested ? 0u : static_cast<std::size_t>(nodes)));
+        exec.launch(stream);
+        stream.synchronize();
+        for (const auto& x : out) CHECK(written(*this, x, 1.0f) == 2);
+        if (simulated) sim::reset_call_counts();
+        const Launch wider{Grid{2}, Block{3}};  // 6 threads
+        if (in_exec && nested) {
+          CHECK_THROWS_WITH_AS(exec.set(cfg, wider), doctest::Contains("parameter 'cfg' is bound to"), UsageError);
+          continue;
+        }
+        if (in_exec) {
+          CHECK(exec.set(cfg, wider) == static_cast<std::size_t>(nodes));
+          CHECK(exec.set(value, 4.0f) == static_cast<std::size_t>(nodes));  // keeps the new dimensions
+          if (simulated) CHECK(sim::call_count("cuGraphExecKernelNodeSetParams") == 2u * static_cast<std::uint64_t>(nodes));
+        } else {
+          g.edit([&](Edit& e) {
+            CHECK(e.set(cfg, wider) == static_cast<std::size_t>(nodes));
+            CHECK(e.set(value, 4.0f) == static_cast<std::size_t>(nodes));
+          });
+          if (simulated) {
+            CHECK(sim::call_count("cuGraphKernelNodeSetParams") == 2u * static_cast<std::uint64_t>(nodes));
+            CHECK(sim::call_count("cuGraphKernelNodeSetAttribute") == 0);  // the Launch sets none
+          }
+          REQUIRE(exec.update(g));
+        }
+        exec.launch(stream);
+        stream.synchronize();
+        for (const auto& x : out) CHECK(written(*this, x, 4.0f) == 6);
+        CHECK(cfg.value().block().x == 2);  // sets change nodes, not what new nodes take
+      }
+}
+
+TEST_CASE_FIXTURE(DslFixture, "an executable refuses a launch parameter's Launch that sets an attribute, naming the "
+                              "parameter and the attribute; an edit sets it on the nodes and a rollback puts it back") {
+  SharedBuffer<float> x = buffer(8, 0.0f), y = buffer(8, 0.0f);
+  Param<Launch> cfg(Launch{Grid{1}, Block{2}}.priority(-1), "cfg");
+  Graph g{ctx};
+  Node<Fill> a, b;
+  g.edit([&](Edit& e) {
+    a = e.launch(k.fill, cfg, x, 1.0f, 8);
+    b = e.launch(k.fill, cfg, y, 2.0f, 8);
+  });
+  auto priority = [&](const Node<Fill>& n) {
+    CUlaunchAttributeValue v{};
+    detail::call<Entry::cuGraphKernelNodeGetAttribute>(table(), "reading the priority", n.get(),
+                                                       CU_LAUNCH_ATTRIBUTE_PRIORITY, &v);
+    return v.priority;
+  };
+  CHECK(priority(a) == -1);
+  GraphExec exec = g.instantiate();
+  if (simulated) sim::reset_call_counts();
+  try {
+    exec.set(cfg, Launch{Grid{1}, Block{8}}.priority(-2));
+    FAIL("the set was not refused");
+  } catch (const UsageError& e) {
+    const std::string m = e.what();
+    CHECK(m.find("GraphExec::set: the new Launch of launch parameter 'cfg' sets CU_LAUNCH_ATTRIBUTE_PRIORITY "
+                 "(Launch::priority)") != std::string::npos);
+    CHECK(m.find("Edit::set") != std::string::npos);
+  }
+  if (simulated) CHECK(sim::call_count("cuGraphExecKernelNodeSetParams") == 0);
+  // Without attributes the nodes keep the ones they were made with.
+  CHECK(exec.set(cfg, Launch{Grid{1}, Block{4}}) == 2);
+  exec.launch(stream);
+  stream.synchronize();
+  CHECK(written(*this, x, 1.0f) == 4);
+  // An edit takes attributes: set on every bound node, put back when the edit rolls back.
+  CHECK_THROWS_AS(g.edit([&](Edit& e) {
+    CHECK(e.set(cfg, Launch{Grid{1}, Block{8}}.priority(-3)) == 2);
+    CHECK(priority(a) == -3);
+    CHECK(priority(b) == -3);
+    throw std::runtime_error("rolled back");
+  }), std::runtime_error);
+  CHECK(priority(a) == -1);
+  CHECK(priority(b) == -1);
+  g.edit([&](Edit& e) { e.set(cfg, Launch{Grid{1}, Block{8}}.priority(-3)); });
+  CHECK(priority(b) == -3);
+  run(g);
+  CHECK(written(*this, y, 2.0f) == 8);
+}
+
+TEST_CASE_FIXTURE(DslFixture, "a refused attribute of a launch parameter's set in an edit puts the node back and "
+                              "names the attribute, and the sets before it are undone") {
+  if (!simulated) return;  // faults are injected by the simulator
+  SharedBuffer<float> x = buffer(8, 0.0f), y = buffer(8, 0.0f);
+  Param<Launch> cfg(Launch{Grid{1}, Block{2}}, "cfg");
+  Graph g{ctx};
+  g.edit([&](Edit& e) {
+    e.launch(k.fill, cfg, x, 1.0f, 8);
+    e.launch(k.fill, cfg, y, 1.0f, 8);
+  });
+  g.edit([&](Edit& e) {
+    sim::fail_call("cuGraphKernelNodeSetAttribute", 2);  // the second node's
+    CHECK_THROWS_WITH_AS(e.set(cfg, Launch{Grid{1}, Block{8}}.priority(1)),
+                         doctest::Contains("setting parameter 'cfg' on kernel node 2 of the 2 bound to it in a graph "
+                                           "(kernel fill, setting CU_LAUNCH_ATTRIBUTE_PRIORITY (Launch::priority))"),
+                         DriverError);
+    sim::clear_faults();
+  });
+  run(g);
+  CHECK(written(*this, x, 1.0f) == 2);
+  CHECK(written(*this, y, 1.0f) == 2);
+}
+
+TEST_CASE_FIXTURE(DslFixture, "a refused launch parameter set in an executable changes no node's dimensions") {
+  if (!simulated) return;
+  SharedBuffer<float> x = buffer(8, 0.0f), y = buffer(8, 0.0f);
+  Param<Launch> cfg(Launch{Grid{1}, Block{2}}, "cfg");
+  Graph g{ctx};
+  g.edit([&](Edit& e) {
+    e.launch(k.fill, cfg, x, 1.0f, 8);
+    e.launch(k.fill, cfg, y, 1.0f, 8);
+  });
+  GraphExec exec = g.instantiate();
+  sim::fail_call("cuGraphExecKernelNodeSetParams", 2);
+  CHECK_THROWS_WITH_AS(exec.set(cfg, Launch{Grid{1}, Block{8}}),
+                       doctest::Contains("setting parameter 'cfg' on kernel node 2 of the 2"), DriverError);
+  sim::clear_faults();
+  exec.launch(stream);
+  stream.synchronize();
+  CHECK(written(*this, x, 1.0f) == 2);
+  CHECK(written(*this, y, 1.0f) == 2);
+  CHECK(exec.live_node_versions() == 0);
+}
+
+TEST_CASE_FIXTURE(DslFixture, "a launch parameter asking for more than 48 KiB of dynamic shared memory raises the "
+                              "kernel's limit before the set, and a size the device refuses changes nothing") {
+  SharedBuffer<float> x = buffer(8, 0.0f);
+  Param<Launch> cfg(Launch{Grid{1}, Block{2}}, "cfg");
+  Graph g{ctx};
+  Node<Fill> n;
+  g.edit([&](Edit& e) { n = e.launch(k.fill, cfg, x, 1.0f, 8); });
+  GraphExec exec = g.instantiate();
+  const std::size_t bytes = 100000;
+  CHECK(exec.set(cfg, Launch{Grid{1}, Block{8}}.shared_memory(bytes)) == 1);
+  int max = 0;
+  detail::call<Entry::cuFuncGetAttribute>(table(), "reading the limit", &max, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                          k.fill.function());
+  CHECK(max >= static_cast<int>(bytes));
+  exec.launch(stream);
+  stream.synchronize();
+  CHECK(written(*this, x, 1.0f) == 8);
+  CHECK_THROWS_WITH_AS(exec.set(cfg, Launch{Grid{1}, Block{4}}.shared_memory(300000)),
+                       doctest::Contains("raising kernel 'fill''s dynamic shared memory limit to 300000 bytes"), DriverError);
+  g.edit([&](Edit& e) { CHECK(e.set(cfg, Launch{Grid{1}, Block{4}}.shared_memory(bytes)) == 1); });
+  CUDA_KERNEL_NODE_PARAMS p{};
+  detail::call<Entry::cuGraphKernelNodeGetParams>(table(), "reading the node", n.get(), &p);
+  CHECK(p.sharedMemBytes == bytes);
+  CHECK(p.blockDimX == 4);
+}
+
+TEST_CASE_FIXTURE(DslFixture, "a launch parameter with a zero dimension is refused where it is made, set or bound, "
+                              "naming the parameter, before any driver call") {
+  CHECK_THROWS_WITH_AS((Param<Launch>(Launch{Grid{0}, Block{4}}, "cfg")),
+                       doctest::Contains("Param (launch parameter 'cfg')"), UsageError);
+  Param<Launch> cfg(Launch{Grid{1}, Block{4}}, "cfg");
+  CHECK_THROWS_WITH_AS(cfg.set_value(Launch{Grid{1}, Block{0}}), doctest::Contains("Param::set_value (launch parameter 'cfg')"),
+                       UsageError);
+  CHECK(cfg.value().block().x == 4);
+  SharedBuffer<float> x = buffer(8, 0.0f);
+  Graph g{ctx};
+  g.edit([&](Edit& e) { e.launch(k.fill, cfg, x, 1.0f, 8); });
+  GraphExec exec = g.instantiate();
+  if (simulated) sim::reset_call_counts();
+  CHECK_THROWS_WITH_AS(exec.set(cfg, Launch{Grid{1, 0}, Block{4}}), doctest::Contains("GraphExec::set (launch parameter 'cfg')"),
+                       UsageError);
+  CHECK_THROWS_WITH_AS(g.edit([&](Edit& e) { e.set(cfg, Launch{Grid{1}, Block{4, 1, 0}}); }),
+                       doctest::Contains("Edit::set (launch parameter 'cfg')"), UsageError);
+  if (simulated) CHECK(sim::call_count("cuGraphExecKernelNodeSetParams") + sim::call_count("cuGraphKernelNodeSetParams") == 0);
+  Param<Launch> empty;
+  CHECK_THROWS_WITH_AS(g.edit([&](Edit& e) { e.launch(k.fill, empty, x, 1.0f, 8); }),
+                       doctest::Contains("binding a launch parameter: this Param is moved from or empty"), UsageError);
+  CHECK_THROWS_WITH_AS(exec.set(empty, Launch{Grid{1}, Block{1}}), doctest::Contains("GraphExec::set: this Param"), UsageError);
+}
+
+TEST_CASE_FIXTURE(DslFixture, "a per-node update with a launch parameter binds the node to it, one with a Launch "
+                              "unbinds it, and inspect names both kinds of parameter") {
+  SharedBuffer<float> x = buffer(8, 0.0f);
+  Param<Launch> cfg(Launch{Grid{1}, Block{2}}, "cfg");
+  Param<float> step(1.0f, "step");
+  Graph g{ctx};
+  Node<Fill> n;
+  g.edit([&](Edit& e) { n = e.launch(k.fill, Launch{Grid{1}, Block{1}}, x, step, 8); });
+  GraphExec exec = g.instantiate();
+  CHECK(exec.bound_nodes(cfg) == 0);
+  exec.update(n, cfg, x, step, 8);
+  CHECK(exec.bound_nodes(cfg) == 1);
+  CHECK(exec.bound_nodes(step) == 1);
+  CHECK(exec.set(cfg, Launch{Grid{1}, Block{5}}) == 1);
+  exec.launch(stream);
+  stream.synchronize();
+  CHECK(written(*this, x, 1.0f) == 5);
+  exec.update(n, Launch{Grid{1}, Block{3}}, x, step, 8);
+  CHECK(exec.bound_nodes(cfg) == 0);
+  CHECK(exec.set(cfg, Launch{Grid{1}, Block{8}}) == 0);
+  CHECK_THROWS_WITH_AS(exec.update(n, Param<Launch>(Launch{Grid{1}, Block{1}}.cooperative(), "coop"), x, step, 8),
+                       doctest::Contains("the Launch sets cooperative, a node attribute"), UsageError);
+  g.edit([&](Edit& e) { e.update(n, cfg, x, step, 8); });
+  CHECK(fmt::format("{}", inspect(g)).find("kernel fill with launch parameter cfg and parameter step") != std::string::npos);
+  Graph h{ctx};
+  g.edit([&](Edit& e) { e.launch(k.fill, cfg, x, 2.0f, 8); });
+  CHECK(fmt::format("{}", inspect(g)).find("kernel fill with launch parameter cfg (and 1 other owner)") != std::string::npos);
 }
 
 // The driver facts the parameter sets rest on, checked with raw driver calls on both drivers.

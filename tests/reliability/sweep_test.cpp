@@ -154,6 +154,7 @@ struct World {
   // Dynamic parameters bound by nodes of g (the parameter scenarios).
   std::optional<Param<float>> step;
   std::optional<Param<SharedBuffer<float>>> weights;
+  std::optional<Param<Launch>> shape;  // the launch configuration of two of them
 
   int done = 0;                      // steps of a multi-step operation that succeeded
   std::vector<std::string> reports;  // what the operation reported through the error hook
@@ -849,16 +850,18 @@ std::vector<Scenario> scenarios(SweepFixture& f) {
   exec_update("a child graph node", [](World& wd) { wd.exec->update(wd.child.node, *wd.alt); },
               {2, 2, 0, 0, 1});
 
-  // Parameter sets: g gains three fills bound to `step` (two of them also to `weights`) on
-  // scratch buffers, and the executable is made again from it.
+  // Parameter sets: g gains three fills bound to `step` (two of them also to `weights`, the
+  // first and the last to `shape`, their launch configuration) on scratch buffers, and the
+  // executable is made again from it.
   auto with_params = [&f](World& wd) {
     f.plain(wd);
     wd.step.emplace(1.0f, "step");
     wd.weights.emplace(f.scratch[0], "weights");
+    wd.shape.emplace(Launch{Grid{1}, Block{4}}, "shape");
     wd.g->edit([&](Edit& e) {
-      e.after().keeping(Owners{wd.old_w()}).launch(f.k.fill, Grid{1}, Block{4}, *wd.weights, *wd.step, 4);
+      e.after().keeping(Owners{wd.old_w()}).launch(f.k.fill, *wd.shape, *wd.weights, *wd.step, 4);
       e.after().launch(f.k.fill, Grid{1}, Block{4}, *wd.weights, *wd.step, 4);
-      e.after().launch(f.k.fill, Grid{1}, Block{4}, f.scratch[1], *wd.step, 4);
+      e.after().launch(f.k.fill, *wd.shape, f.scratch[1], *wd.step, 4);
     });
     wd.exec.emplace(wd.g->instantiate());
   };
@@ -868,6 +871,14 @@ std::vector<Scenario> scenarios(SweepFixture& f) {
     exec.launch(f.stream);
     f.stream.synchronize();
     return std::array<float, 3>{f.read(f.scratch[0])[0], f.read(f.scratch[1])[0], f.read(f.scratch[2])[0]};
+  };
+  // The last elements the parameter nodes wrote in one launch (a fill writes one per thread):
+  // what a launch parameter's set changes.
+  auto param_last = [&f](GraphExec& exec) {
+    for (int i = 0; i < 3; ++i) f.scratch[static_cast<std::size_t>(i)].fill_bytes(0);
+    exec.launch(f.stream);
+    f.stream.synchronize();
+    return std::array<float, 3>{f.read(f.scratch[0])[3], f.read(f.scratch[1])[3], f.read(f.scratch[2])[3]};
   };
   for (bool buffer : {false, true})
     list.push_back({std::string("a parameter set in an executable (") + (buffer ? "a buffer" : "a value") + ")",
@@ -903,6 +914,34 @@ std::vector<Scenario> scenarios(SweepFixture& f) {
                   [param_run](World& wd) {
                     GraphExec fresh = wd.g->instantiate();
                     CHECK(param_run(fresh) == std::array<float, 3>{1, 1, 0});
+                  }});
+
+  list.push_back({"a launch parameter set in an executable", with_params,
+                  [](World& wd) {
+                    const std::size_t set = wd.exec->set(*wd.shape, Launch{Grid{1}, Block{2}});
+                    CHECK(set == 2);
+                  },
+                  [&f, param_last](World& wd) {
+                    f.expect_run(*wd.exec, {});
+                    CHECK(param_last(*wd.exec) == std::array<float, 3>{1, 0, 0});  // the second fill is unbound
+                  },
+                  [param_last](World& wd) { CHECK(param_last(*wd.exec) == std::array<float, 3>{1, 1, 0}); }});
+  list.push_back({"a launch parameter set with an attribute in an edit", with_params,
+                  [](World& wd) {
+                    wd.g->edit([&](Edit& e) {
+                      const std::size_t set = e.set(*wd.shape, Launch{Grid{1}, Block{2}}.priority(-1));
+                      CHECK(set == 2);
+                    });
+                  },
+                  [&f, param_last](World& wd) {
+                    f.expect_run(*wd.exec, {});
+                    CHECK(param_last(*wd.exec) == std::array<float, 3>{1, 1, 0});  // made before the edit
+                    GraphExec fresh = wd.g->instantiate();
+                    CHECK(param_last(fresh) == std::array<float, 3>{1, 0, 0});
+                  },
+                  [param_last](World& wd) {
+                    GraphExec fresh = wd.g->instantiate();
+                    CHECK(param_last(fresh) == std::array<float, 3>{1, 1, 0});
                   }});
 
   list.push_back({"a whole executable update from an updated clone",

@@ -99,11 +99,11 @@ struct KernelSaved {
 
 /// The owners of a kernel node version made with parameters: one ParamUse holding the argument
 /// image (`values`, laid out as KernelSaved lays them), the parameters' sites, the buffers they
-/// bind, and `keep` (the kernel and the other kept arguments). Throws std::bad_alloc (`keep` then
-/// goes to the reclaimer with the spec's other owners).
+/// bind, the launch parameter (or null), and `keep` (the kernel and the other kept arguments).
+/// Throws std::bad_alloc (`keep` then goes to the reclaimer with the spec's other owners).
 template <class... P, class... A>
 Owners param_owners(const CUDA_KERNEL_NODE_PARAMS_v3& k, const std::string& kernel, const std::tuple<P...>& values,
-                    Owners&& keep, const A&... args) {
+                    std::shared_ptr<ParamStateBase> launch, Owners&& keep, const A&... args) {
   static_assert(sizeof...(P) <= kMaxParamArgs, "a kernel node with parameters has at most 64 kernel parameters");
   using S = KernelSaved<P...>;
   auto core = std::make_shared<ParamCore>();
@@ -119,6 +119,7 @@ Owners param_owners(const CUDA_KERNEL_NODE_PARAMS_v3& k, const std::string& kern
   core->offsets.assign(S::offsets.begin(), S::offsets.end());
   core->image_bytes = S::bytes;
   core->kernel = kernel;
+  core->launch = std::move(launch);
   [&]<std::size_t... I>(std::index_sequence<I...>) {
     auto site = [&](std::uint32_t arg, const auto& a) {
       if constexpr (IsParamResolved<Bare<decltype(a)>>::value) core->sites.push_back({a.state, arg});
@@ -173,6 +174,30 @@ class Spec<KernelNode<P...>> : public detail::SpecKeeping<Spec<KernelNode<P...>>
   template <class K, class... A>
     requires(!(detail::IsParam<detail::Bare<A>>::value || ...))
   Spec(detail::What what, const detail::KernelInfo& info, K&& kernel, const Launch& l, A&&... args)
+      : Spec(LaunchBound{}, what, info, std::forward<K>(kernel), l, std::forward<A>(args)...) {}
+  /// The same with Param arguments: each parameter's value is taken once (what the node binds).
+  template <class K, class... A>
+    requires(detail::IsParam<detail::Bare<A>>::value || ...)
+  Spec(detail::What what, const detail::KernelInfo& info, K&& kernel, const Launch& l, A&&... args)
+      : Spec(LaunchBound{}, what, info, std::forward<K>(kernel), l, detail::resolve_param(std::forward<A>(args))...) {}
+  /// The same with a launch parameter: its Launch is taken once, and the node binds it.
+  template <class K, class... A>
+  Spec(detail::What what, const detail::KernelInfo& info, K&& kernel, const Param<Launch>& l, A&&... args)
+      : Spec(what, info, std::forward<K>(kernel), detail::ParamAccess::resolve(l, "binding a launch parameter"),
+             std::forward<A>(args)...) {}
+  template <class K, class... A>
+  Spec(detail::What what, const detail::KernelInfo& info, K&& kernel, detail::ParamResolved<Launch>&& l, A&&... args)
+      : Spec(LaunchBound{std::move(l.state)}, what, info, std::forward<K>(kernel), l.value,
+             detail::resolve_param(std::forward<A>(args))...) {}
+
+ private:
+  // Which launch parameter the node binds (none: null); tags the constructor every other one
+  // delegates to, whose arguments have had their parameters resolved.
+  struct LaunchBound {
+    std::shared_ptr<detail::ParamStateBase> param;
+  };
+  template <class K, class... A>
+  Spec(LaunchBound bound, detail::What what, const detail::KernelInfo& info, K&& kernel, const Launch& l, A&&... args)
       : Base(CU_GRAPH_NODE_TYPE_KERNEL), checked_(check(what.text, l, args...)), values_{detail::kernel_value<P>(args)...},
         info_(&info) {
     if (l.attributes()) attributed_.emplace(l);
@@ -186,21 +211,17 @@ class Spec<KernelNode<P...>> : public detail::SpecKeeping<Spec<KernelNode<P...>>
     p.blockDimZ = l.block().z;
     p.sharedMemBytes = static_cast<unsigned>(l.shared_memory_bytes());
     p.ctx = info.context;
-    if constexpr ((detail::IsParamResolved<detail::Bare<A>>::value || ...))
+    if ((detail::IsParamResolved<detail::Bare<A>>::value || ...) || bound.param)
       owners_.owners = detail::param_owners(
-          p, info.name, values_,
+          p, info.name, values_, std::move(bound.param),
           detail::owners_of(std::tuple_cat(detail::kernel_ref<P>(std::forward<A>(args))...), std::forward<K>(kernel)),
           args...);
     else
       owners_.owners =
           detail::owners_of(std::tuple_cat(detail::kernel_ref<P>(std::forward<A>(args))...), std::forward<K>(kernel));
   }
-  /// The same with Param arguments: each parameter's value is taken once (what the node binds).
-  template <class K, class... A>
-    requires(detail::IsParam<detail::Bare<A>>::value || ...)
-  Spec(detail::What what, const detail::KernelInfo& info, K&& kernel, const Launch& l, A&&... args)
-      : Spec(what, info, std::forward<K>(kernel), l, detail::resolve_param(std::forward<A>(args))...) {}
 
+ public:
   /// The launch configuration (dimensions, dynamic shared memory, attributes).
   Launch launch() const noexcept {
     if (attributed_) return *attributed_;
@@ -340,6 +361,16 @@ class Spec<KernelNode<P...>> : public detail::SpecKeeping<Spec<KernelNode<P...>>
 /// a zero dimension. Since 0.5.
 template <class... P, class... A>
 Spec<KernelNode<P...>> kernel(const Kernel<P...>& k, const Launch& launch, A&&... args) {
+  static_assert(detail::KernelArgsCheck<std::tuple<P...>, A&&...>::ok);
+  return Spec<KernelNode<P...>>(detail::What{"tether::kernel"}, *detail::KernelAccess::info(k), k, launch,
+                                std::forward<A>(args)...);
+}
+/// A kernel node's spec whose launch configuration is dynamic parameter `launch`: the node takes
+/// its current Launch and binds it (`GraphExec::set(launch, l)` and `Edit::set` then change the
+/// node's dimensions). Throws like the spelling with a Launch, and UsageError for an empty
+/// parameter. Since 0.6.
+template <class... P, class... A>
+Spec<KernelNode<P...>> kernel(const Kernel<P...>& k, const Param<Launch>& launch, A&&... args) {
   static_assert(detail::KernelArgsCheck<std::tuple<P...>, A&&...>::ok);
   return Spec<KernelNode<P...>>(detail::What{"tether::kernel"}, *detail::KernelAccess::info(k), k, launch,
                                 std::forward<A>(args)...);
