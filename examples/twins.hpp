@@ -11,10 +11,17 @@ import tether;
 
 #include <cmath>
 #include <cstddef>
+#include <cstdlib>
 #include <stdexcept>
 #include <vector>
 
 namespace examples {
+
+// On the simulator, `devices` simulated devices unless TETHER_SIM_DEVICES says otherwise (the real
+// driver ignores it): the multi-GPU examples run their ranks there too.
+inline void simulate_devices(int devices) {
+  if (!std::getenv("TETHER_SIM_DEVICES")) tether::sim::configure(tether::sim::Options{.devices = devices});
+}
 
 inline void register_twins() {
   using tether::sim::LaunchInfo;

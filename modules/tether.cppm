@@ -38,3 +38,5 @@ export using ::CUmodule;
 export using ::CUresult;
 export using ::CUstream;
 export using ::CUuserObject;
+// NCCL's communicator handle (`ncclComm_t` is `ncclComm*`), which nccl::Communicator::get returns.
+export using ::ncclComm;

@@ -17,6 +17,7 @@
 #include "resources/module.hpp"
 #include "resources/buffer.hpp"
 #include "sim/sim.hpp"
+#include "sim/nccl_sim.hpp"
 #include "attach/pool.hpp"
 #include "attach/owners.hpp"
 #include "attach/reclaimer.hpp"
@@ -33,6 +34,7 @@
 #include "exec/exec_cache.hpp"
 #include "graph/capture_mode.hpp"
 #include "capture/capture.hpp"
+#include "nccl/nccl.hpp"
 #include "resources/mem_pool.hpp"
 #include "introspect/inspect.hpp"
 #if defined(__CUDACC__)

@@ -1038,3 +1038,28 @@ TEST_CASE("memory accounting answers for graphs, executables and the process wit
   tether::GraphMemory m = tether::graph_memory(f.ctx);
   CHECK(m.reserved_high >= m.reserved);
 }
+
+TEST_CASE("an NCCL communicator's collectives run on a stream and in a captured graph with import tether alone") {
+  Fixture f;
+  tether::nccl::UniqueId id = tether::nccl::UniqueId::generate(f.rt);
+  tether::nccl::Communicator comm = tether::nccl::Communicator::create(f.ctx, id, 1, 0);
+  CHECK(comm.size() == 1);
+  tether::SharedBuffer<float> x = f.shared(), y = f.shared();
+  f.stream.memset(x, 3.0f);
+  comm.all_reduce(f.stream, x, y);
+  tether::nccl::group([&] {
+    comm.send(f.stream, x, 0);
+    comm.recv(f.stream, y, 0);
+  });
+  f.stream.synchronize();
+  CHECK(f.all(y, 3.0f));
+  tether::GraphExec exec = tether::capture(f.stream, [&] { comm.all_reduce(f.stream, y, x, tether::nccl::ReduceOp::max); }).instantiate();
+  f.stream.memset(y, 5.0f);
+  exec.launch(f.stream);
+  f.stream.synchronize();
+  CHECK(f.all(x, 5.0f));
+  tether::nccl::RegisteredBuffer<float> reg = comm.register_buffer(x);
+  CHECK(reg.size() == static_cast<Size>(n));
+  CHECK(throws_with<tether::UsageError>([&] { tether::nccl::Communicator none; none.rank(); },
+                                        "Communicator::rank: this Communicator"));
+}

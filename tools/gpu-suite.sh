@@ -12,7 +12,7 @@ export TETHER_DRIVER=${TETHER_DRIVER:-cuda}
 out=${OUT:-/tmp}
 status=0
 pass=0 fail=0
-for t in tests/unit_tests tests/selection_tests tests/module_surface_test tests/conformance_tests tests/commit_alloc_tests tests/dsl_tests tests/capture_tests tests/introspect_tests tests/hardening/hardening_tests tests/reliability_tests tests/module_only_test tests/mem_pool_tests tests/cuda/function_twin_tests tests/cuda/runtime_kernel_tests tests/cuda/cuda_import_tests; do
+for t in tests/unit_tests tests/selection_tests tests/module_surface_test tests/conformance_tests tests/commit_alloc_tests tests/dsl_tests tests/capture_tests tests/introspect_tests tests/hardening/hardening_tests tests/reliability_tests tests/module_only_test tests/mem_pool_tests tests/cuda/function_twin_tests tests/cuda/runtime_kernel_tests tests/cuda/cuda_import_tests tests/multi/multi_device_tests tests/nccl/nccl_tests; do
   exe="$build/$t"
   [ -x "$exe" ] || continue
   name=$(basename "$t")

@@ -19,6 +19,14 @@ if [ -d "$build/tests/hardening" ]; then
   mkdir -p "$stage/tests/hardening"
   cp -a "$build"/tests/hardening/hardening_tests "$build"/tests/hardening/*.fatbin "$stage/tests/hardening/" 2>/dev/null || true
 fi
+for d in multi nccl; do   # their executables, the kernels beside them, the fake NCCL
+  if [ -d "$build/tests/$d" ]; then
+    mkdir -p "$stage/tests/$d"
+    for f in "$build/tests/$d"/*; do
+      [ -f "$f" ] && { [ -x "$f" ] || [[ $f == *.fatbin ]] || [[ $f == *.so ]]; } && cp -a "$f" "$stage/tests/$d/"
+    done
+  fi
+done
 if [ -d "$build/tests/cuda" ]; then   # tether::kernel(&fn): the kernels are inside the executables
   mkdir -p "$stage/tests/cuda"
   for f in "$build"/tests/cuda/*; do

@@ -69,6 +69,10 @@ void groups_measure(const NodeAttachment* head, MemoryTally& t) {
   for (const NodeAttachment* b = head; b; b = b->next_group_) b->ops_->measure(b->values(), t);
 }
 
+void groups_scan(const NodeAttachment* head, OwnerScan& s) {
+  for (const NodeAttachment* b = head; b; b = b->next_group_) b->ops_->scan(b->values(), s);
+}
+
 OwnedMemory groups_memory(const NodeAttachment* head) {
   MemoryTally t;
   groups_measure(head, t);

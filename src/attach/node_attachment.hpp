@@ -58,6 +58,7 @@ class NodeAttachment final : public Job {
   friend const ParamUse* param_use_of(const NodeAttachment*) noexcept;
   friend bool param_use_only(const NodeAttachment*) noexcept;
   friend void groups_measure(const NodeAttachment*, MemoryTally&);
+  friend void groups_scan(const NodeAttachment*, OwnerScan&);
   NodeAttachment(const GroupOps* ops, std::uint16_t offset, bool overaligned) noexcept
       : Job(Kind::owners), overaligned_(overaligned), offset_(offset), ops_(ops) {}
   ~NodeAttachment() = default;

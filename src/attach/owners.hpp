@@ -76,6 +76,23 @@ void owner_memory(const T& v, MemoryTally& t) {
   if constexpr (requires { tether_owner_memory(v, t); }) tether_owner_memory(v, t);
 }
 
+/// An owner that an executable wants to know about when it is made (what `scan` finds): NCCL's
+/// collective notes, which tell the executable which communicators its launches use.
+class ScannedOwner {
+ public:
+  virtual ~ScannedOwner() = default;
+};
+/// What a scan of owners found: every owner whose type defines `tether_owner_scan(const T&,
+/// OwnerScan&)` (found by argument-dependent lookup) and added itself.
+struct OwnerScan {
+  std::vector<const ScannedOwner*> found;
+};
+/// Adds `v` to `s` if its type takes part in scans.
+template <class T>
+void owner_scan(const T& v, OwnerScan& s) {
+  if constexpr (requires { tether_owner_scan(v, s); }) tether_owner_scan(v, s);
+}
+
 /// What a group's values need from their types, one constant table per list of value types:
 /// how to destroy them and how to describe them (`inspect`). Why a table, not virtual functions:
 /// the group's layout (the attachment's fields, its link on the reclaimer's queue) stays private.
@@ -83,6 +100,7 @@ struct GroupOps {
   void (*destroy)(void* values) noexcept;
   void (*describe)(const void* values, std::vector<std::string>& out);
   void (*measure)(const void* values, MemoryTally& out);
+  void (*scan)(const void* values, OwnerScan& out);
   std::uint32_t count;  // values in the group
   std::size_t bytes;    // their size
   std::size_t align;    // their alignment
@@ -106,6 +124,8 @@ void groups_destroy(NodeAttachment* head) noexcept;
 void groups_measure(const NodeAttachment* head, MemoryTally& t);
 /// The memory the bundle `head` heads keeps, on its own (a tally of its own).
 OwnedMemory groups_memory(const NodeAttachment* head);
+/// Adds the owners of the bundle `head` heads that take part in scans to `s`.
+void groups_scan(const NodeAttachment* head, OwnerScan& s);
 
 template <class... T>
 struct GroupOf {
@@ -117,7 +137,10 @@ struct GroupOf {
   static void measure(const void* v, MemoryTally& out) {
     std::apply([&](const auto&... x) { (owner_memory(x, out), ...); }, *static_cast<const Values*>(v));
   }
-  static constexpr GroupOps ops{&destroy, &describe, &measure, sizeof...(T), sizeof(Values), alignof(Values)};
+  static void scan(const void* v, OwnerScan& out) {
+    std::apply([&](const auto&... x) { (owner_scan(x, out), ...); }, *static_cast<const Values*>(v));
+  }
+  static constexpr GroupOps ops{&destroy, &describe, &measure, &scan, sizeof...(T), sizeof(Values), alignof(Values)};
 
   /// A new group holding `a...` moved or copied into its values; nothing is moved from `a` if it
   /// throws.

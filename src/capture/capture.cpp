@@ -593,6 +593,169 @@ NodeRef submit(const Stream& s, const StreamOp& op, Owners&& owners, const char*
 }
 
 namespace {
+
+// The nodes a foreign call appended to a capturing stream, walking back from the stream's
+// dependency set after the call and stopping at its set before (`before`); the only one, or else
+// the only kernel node among them, is its node (null otherwise, or when the walk meets more than
+// kMaxWalk nodes). Why a walk and not identify_captured's chain: NCCL joins an event wait node
+// with no dependencies of its own into its kernel's, so the new nodes are no chain.
+CUgraphNode identify_foreign(const DriverTable& t, CUstream s, const Frontier& before, CUgraphNodeType& type) {
+  if (!before.known) return nullptr;
+  const CUgraphNode* deps = nullptr;
+  std::size_t n = 0;
+  CUstreamCaptureStatus status{};
+  if (CUresult q = raw<Entry::cuStreamGetCaptureInfo>(t, s, &status, static_cast<cuuint64_t*>(nullptr),
+                                                      static_cast<CUgraph*>(nullptr), &deps,
+                                                      static_cast<const CUgraphEdgeData**>(nullptr), &n);
+      q != CUDA_SUCCESS) {
+    report_failure(t, Entry::cuStreamGetCaptureInfo, q, kIdentifying);
+    return nullptr;
+  }
+  constexpr std::size_t kMaxWalk = 64;
+  const std::span<const CUgraphNode> start = before.nodes();
+  std::vector<CUgraphNode> seen, todo(deps, deps + n), preds;
+  while (!todo.empty()) {
+    CUgraphNode c = todo.back();
+    todo.pop_back();
+    if (std::find(start.begin(), start.end(), c) != start.end() || std::find(seen.begin(), seen.end(), c) != seen.end())
+      continue;
+    if (seen.size() == kMaxWalk) return nullptr;
+    seen.push_back(c);
+    if (CUresult r = dependencies_of(t, c, preds, 4); r != CUDA_SUCCESS) {
+      report_failure(t, Entry::cuGraphNodeGetDependencies, r, kIdentifying);
+      return nullptr;
+    }
+    todo.insert(todo.end(), preds.begin(), preds.end());
+  }
+  CUgraphNode found = nullptr;
+  int kernels = 0;
+  for (CUgraphNode c : seen) {
+    CUgraphNodeType ty{};
+    if (CUresult r = raw<Entry::cuGraphNodeGetType>(t, c, &ty); r != CUDA_SUCCESS) {
+      report_failure(t, Entry::cuGraphNodeGetType, r, kIdentifying);
+      return nullptr;
+    }
+    if (seen.size() == 1 || ty == CU_GRAPH_NODE_TYPE_KERNEL) {
+      found = c;
+      type = ty;
+      ++kernels;
+    }
+  }
+  return kernels == 1 ? found : nullptr;
+}
+
+}  // namespace
+
+void submit_foreign(std::span<ForeignPart> parts, FunctionRef<bool()> issue, FunctionRef<void()> raise, const char* what) {
+  // Whatever is still in a part when this returns or throws goes to the reclaimer.
+  struct Guard {
+    std::span<ForeignPart> parts;
+    ~Guard() {
+      for (ForeignPart& p : parts)
+        if (!p.owners.empty()) defer(std::move(p.owners));
+    }
+  } guard{parts};
+  struct Streamed {
+    ForeignPart* part;
+    const ContextState* cs;
+    StreamBurst* burst;
+    CaptureInfo info;
+    Frontier before;
+    Staged staged;
+    std::size_t count = 0;
+    std::shared_ptr<CaptureState> cap;
+  };
+  std::vector<Streamed> st;
+  st.reserve(parts.size());
+  for (ForeignPart& p : parts) {
+    if (!p.stream) throw_empty(what, "Stream");
+    const ContextState& cs = StreamAccess::state(*p.stream, what);
+    StreamBurst* burst = StreamAccess::burst(*p.stream);
+    if (!burst)
+      throw UsageError(fmt::format("{}: this stream was adopted without memory for its owners; make it with "
+                                   "Context::make_stream",
+                                   what));
+    st.push_back(Streamed{&p, &cs, burst, {}, {}, {}, 0, nullptr});
+  }
+  // Why each stream's lock for the whole call, taken in one order: as for submit, the capture
+  // dependency set read before the call is the one the call appends to.
+  std::sort(st.begin(), st.end(), [](const Streamed& a, const Streamed& b) { return a.burst < b.burst; });
+  std::vector<std::unique_lock<std::mutex>> locks;
+  locks.reserve(st.size() * 2);
+  for (std::size_t i = 0; i < st.size(); ++i)
+    if (i == 0 || st[i].burst != st[i - 1].burst) locks.emplace_back(st[i].burst->mu);
+  bool invalidated = false;
+  const DriverTable* invalid_table = nullptr;
+  for (Streamed& x : st) {
+    const DriverTable& t = *x.cs->table;
+    ScopedContext scope(*x.cs);
+    x.info = capture_info_with_frontier(t, x.part->stream->get(), what, x.before);
+    if (x.info.status == CU_STREAM_CAPTURE_STATUS_INVALIDATED) {
+      invalidated = true;
+      invalid_table = &t;
+    }
+  }
+  if (invalidated)  // nothing is issued: the call could never run in that capture
+    throw_call_error(*invalid_table, Entry::cuStreamGetCaptureInfo, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
+                     fmt::format("{}: a stream's capture was invalidated earlier (an illegal call during the capture, "
+                                 "see docs/capture.md); end it to release what it captured",
+                                 what));
+  try {
+    for (Streamed& x : st) {
+      if (x.info.status != CU_STREAM_CAPTURE_STATUS_ACTIVE) continue;
+      ScopedContext scope(*x.cs);
+      x.count = x.part->owners.size();
+      x.cap = find_capture(x.info.id);
+      if (!x.part->owners.empty()) x.staged = prepare(*x.cs->table, x.info.graph, std::move(x.part->owners));
+    }
+  } catch (...) {
+    for (Streamed& x : st)
+      if (x.staged) rollback(*x.cs->table, x.staged);
+    throw;
+  }
+  // Exclusive captures serialise the driver calls that change their graphs (CaptureState::graph_mu).
+  std::vector<CaptureState*> caps;
+  for (Streamed& x : st)
+    if (x.cap && x.cap->exclusive && std::find(caps.begin(), caps.end(), x.cap.get()) == caps.end())
+      caps.push_back(x.cap.get());
+  std::sort(caps.begin(), caps.end());
+  std::vector<std::unique_lock<std::mutex>> graph_locks;
+  for (CaptureState* c : caps) graph_locks.push_back(c->lock_graph());
+  const bool ok = issue();
+  for (Streamed& x : st) {
+    const DriverTable& t = *x.cs->table;
+    ScopedContext scope(*x.cs);
+    if (x.info.status == CU_STREAM_CAPTURE_STATUS_NONE) {
+      if (!x.part->owners.empty()) join_burst_locked(t, x.part->stream->get(), *x.burst, std::move(x.part->owners));
+      continue;
+    }
+    x.part->captured = true;
+    CUgraphNodeType type{};
+    CUgraphNode node = ok && x.cap ? identify_foreign(t, x.part->stream->get(), x.before, type) : nullptr;
+    if (!x.cap) continue;  // a capture other code began: the staged owners stay with its graph
+    std::lock_guard cap_lock(x.cap->mu);
+    if (node && x.staged) {
+      try {
+        x.cap->ledger.reserve(1);
+        NodeRecord* rec = x.cap->h->allocate_record();
+        rec->node = node;
+        rec->type = type;
+        rec->pending = true;
+        x.cap->ledger.stage_captured(rec, x.staged);
+        x.part->node = NodeRef{x.cap->h, rec, rec->generation.load(std::memory_order_acquire)};
+        continue;
+      } catch (...) {
+        // No memory for the record: the owners stay on the graph anonymously (never dangling).
+      }
+    }
+    x.cap->anonymous += x.count;
+  }
+  graph_locks.clear();
+  locks.clear();
+  if (!ok) raise();
+}
+
+namespace {
 void keep_on_capture(const Stream& s, Owners&& owners, const char* what) {
   ReleaseIfUnused guard(owners);
   const ContextState& cs = StreamAccess::state(s, what);
@@ -728,7 +891,13 @@ void Capture::fork(const Stream& other) {
   if (i.status == CU_STREAM_CAPTURE_STATUS_NONE)
     if (detail::StreamBurst* b = detail::StreamAccess::burst(other)) detail::flush_burst(cs, other.get(), *b);
   detail::room_for_one(st.forked);
-  CUevent e = detail::capture_event(st, "Capture::fork");
+  // The fork point is recorded on the origin: its event must be of the origin's context (a stream
+  // of another device may fork; cuEventRecord refuses an event of another context).
+  CUevent e = nullptr;
+  {
+    detail::ScopedContext origin(*st.ctx);
+    e = detail::capture_event(st, "Capture::fork");
+  }
   std::unique_lock<std::mutex> graph_lock = st.lock_graph();
   detail::call<detail::Entry::cuEventRecord>(t, "Capture::fork: recording the fork point on the origin stream", e,
                                              st.origin);

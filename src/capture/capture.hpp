@@ -43,6 +43,27 @@ struct StreamOp {
 /// graph.
 NodeRef submit(const Stream& s, const StreamOp& op, Owners&& owners, const char* what);
 
+/// One stream of a foreign call (below): the stream, the owners the call's work on it uses, and,
+/// after the call, the handle of the node it captured there (empty where none was identified).
+struct ForeignPart {
+  const Stream* stream = nullptr;
+  Owners owners;
+  NodeRef node;
+  bool captured = false;  // set by the call: the stream was capturing
+};
+
+/// Issues a library call that queues work of its own choosing on the streams of `parts` (NCCL: a
+/// collective, or a group's end, which launches on several streams at once), keeping each part's
+/// owners as stream work keeps them: outside capture they join the stream's burst; in a capture
+/// they are staged on the capturing graph before the call and attach to the node the call added
+/// there — the only node it added, or its only kernel node (NCCL adds an external event wait, its
+/// kernel and an event record) — or stay with the graph anonymously. `issue` makes the call and
+/// returns whether it succeeded; on failure the owners are kept all the same (the library may
+/// have queued work before failing: they go with the stream or the graph as above), and `raise`
+/// is called, which must throw. Throws UsageError (an empty stream, one made without memory for
+/// owners, inside a host callback), DriverError (a capture invalidated before the call).
+void submit_foreign(std::span<ForeignPart> parts, FunctionRef<bool()> issue, FunctionRef<void()> raise, const char* what);
+
 /// The one door of stream work: `spec` (consumed) issued on `s` by its kind's stream call.
 template <class K>
 Node<K> enqueue_as(const Stream& s, const ContextState& cs, Spec<K>& spec, const char* what) {

@@ -227,6 +227,14 @@ struct ExecState {
   // Its graph has host nodes: each launch counts as tether host work until a host function behind
   // it runs (begin_host_work). Fixed at instantiation: an update cannot change the node types.
   bool has_host = false;
+  // What its launches do for owners that ask (LaunchObserver); set at instantiation and whole
+  // updates, under the lock. `observed` lets a launch skip the lock when there is none.
+  std::shared_ptr<LaunchObserver> observer;
+  std::atomic<bool> observed{false};
+  void observe(std::shared_ptr<LaunchObserver> o) noexcept {
+    observed.store(o != nullptr, std::memory_order_release);
+    observer = std::move(o);
+  }
 
   explicit ExecState(const Context& c) : ctx(c) { g_live_execs.fetch_add(1, std::memory_order_relaxed); }
 
@@ -359,6 +367,18 @@ void release_retired(const std::shared_ptr<ExecOwners>& owners, std::uint64_t co
   done.clear();  // owners die here, outside the lock
 }
 
+// The observer of an executable made from `h` (locked by the caller), or null: what the owners
+// that ask for one (LaunchObserverFactory) found in the current versions of its nodes.
+std::shared_ptr<LaunchObserver> make_observer(const Hierarchy& h) {
+  LaunchObserverFactory f = launch_observer_factory.load(std::memory_order_acquire);
+  if (!f) return nullptr;
+  OwnerScan scan;
+  for (const Box& b : h.boxes)
+    if (!b.retired.load(std::memory_order_relaxed))
+      for (const NodeRecord* r = b.first; r; r = r->next) groups_scan(r->current, scan);
+  return scan.found.empty() ? nullptr : f(scan);
+}
+
 // CUDA instantiates a graph with conditional nodes once at a time: whether `h` has any, and a
 // UsageError if an executable of it is alive, or dropped and not destroyed yet.
 bool has_conditional_nodes(const Hierarchy& h);
@@ -399,6 +419,7 @@ GraphExec Graph::instantiate(const InstantiateOptions& options) const {
   state->source = h;
   state->single_instance = single_instance;
   state->has_host = detail::has_host_nodes(*h);
+  state->observe(detail::make_observer(*h));
   state->options = options;
   state->options.upload = nullptr;  // a re-instantiation does not upload (the stream may be gone)
   if (options.plan_updates) {
@@ -461,6 +482,19 @@ CUgraphExec GraphExec::get() const noexcept { return s_ ? s_->exec : nullptr; }
 void GraphExec::launch(const Stream& stream) {
   detail::ExecState& st = live("GraphExec::launch");
   detail::check_stream(stream, "GraphExec::launch");
+  std::shared_ptr<detail::LaunchObserver> observer;
+  if (st.observed.load(std::memory_order_acquire)) [[unlikely]] {
+    {
+      std::lock_guard lock(st.owners->mu);
+      observer = st.observer;
+    }
+    if (observer) observer->before_launch(stream);
+  }
+  launch_locked(st, stream);
+  if (observer) observer->after_launch(stream);
+}
+
+void GraphExec::launch_locked(detail::ExecState& st, const Stream& stream) {
   detail::ExecState::Guard locked(st);
   detail::ExecOwners& o = *st.owners;
   const detail::DriverTable& drv = *st.drv;
@@ -555,6 +589,7 @@ UpdateResult GraphExec::update_locked(const std::shared_ptr<detail::Hierarchy>& 
     std::vector<const detail::NodeAttachment*> other;
     if (h != st.source)
       for (const detail::NodeRecord* x = h->root().first; x; x = x->next) other.push_back(x->current);
+    std::shared_ptr<detail::LaunchObserver> observer = detail::make_observer(*h);
     CUgraphExecUpdateResultInfo info{};
     CUresult r = CUDA_SUCCESS;
     detail::with_accumulator_on(
@@ -565,6 +600,7 @@ UpdateResult GraphExec::update_locked(const std::shared_ptr<detail::Hierarchy>& 
           detail::retire_all(o, dead);
           for (detail::ExecOwners::Slot& x : o.table) x.base = nullptr;
           o.updated_from_other = h != st.source;
+          st.observe(std::move(observer));
           st.topology = std::move(topo);
           o.other = std::move(other);
           o.other_unpaired = !paired;

@@ -14,6 +14,24 @@ namespace tether::detail {
 struct ExecState;
 struct Topology;
 
+/// What a launch of an executable does beyond the driver's launch, for owners that ask (NCCL's
+/// communicators: refuse an aborted one, compare the ranks' sequences before the first launch,
+/// watch the launch). Made from a scan of the executable's owners when it is instantiated or
+/// wholly updated; shared by the launches.
+class LaunchObserver {
+ public:
+  virtual ~LaunchObserver() = default;
+  /// Before the launch, outside the executable's lock; throwing stops the launch.
+  virtual void before_launch(const Stream& stream) = 0;
+  /// After a launch on `stream` succeeded.
+  virtual void after_launch(const Stream& stream) noexcept = 0;
+};
+/// Makes the observer of an executable whose owners' scan found `scan` (non-empty).
+using LaunchObserverFactory = std::shared_ptr<LaunchObserver> (*)(const OwnerScan& scan);
+/// Set by the layer whose owners ask (the first NCCL communicator); while it is null no
+/// executable scans its owners, and a launch costs nothing more.
+inline std::atomic<LaunchObserverFactory> launch_observer_factory{nullptr};
+
 }  // namespace tether::detail
 
 TETHER_EXPORT namespace tether {
@@ -159,7 +177,10 @@ class GraphExec : public NodeUpdates<GraphExec> {
 
   /// Launches the executable on `stream` (cuGraphLaunch). Launches of one executable run one
   /// after another, even on different streams. Throws UsageError for an empty stream (it never
-  /// silently means the legacy default stream), DriverError.
+  /// silently means the legacy default stream), DriverError. An executable holding NCCL
+  /// collectives also throws UsageError when a communicator of them was aborted, or when the
+  /// ranks' sequences differ (`nccl::CommunicatorOptions::check_sequences`, first launch only), and
+  /// its launches are watched (`nccl::CommunicatorOptions::watchdog`): docs/multi-gpu.md.
   void launch(const Stream& stream);
   /// Uploads the executable to the device (cuGraphUpload). Throws like `launch`.
   void upload(const Stream& stream);
@@ -299,6 +320,7 @@ class GraphExec : public NodeUpdates<GraphExec> {
     });
   }
   UpdateResult update_locked(const std::shared_ptr<detail::Hierarchy>& h, std::shared_ptr<detail::Topology> topo);
+  void launch_locked(detail::ExecState& st, const Stream& stream);
   std::size_t set_param(const detail::ParamValue& v);
   std::size_t bound_param(const detail::ParamStateBase* p) const;
   void set_enabled(const detail::NodeRef& n, bool on);

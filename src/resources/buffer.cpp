@@ -24,6 +24,7 @@ std::size_t count_buffer_bytes(bool pinned, std::size_t bytes, bool add) noexcep
 
 void FreeDevice::operator()(CUdeviceptr p) const noexcept {
   count_buffer_bytes(false, bytes, false);
+  if (custom) return custom(owner, p);
   if (pooled) return release_pooled(owner, pooled.release());  // stream-ordered: mem_pool.cpp
   release_with<Entry::cuMemFreeAsync>(owner, p, "freeing device memory");  // stream-ordered: context.cpp
 }
@@ -63,12 +64,13 @@ DeviceMemory::DeviceMemory(const Context& ctx, std::size_t count, std::size_t el
       *s->table,
       [&] { return fmt::format("allocating {} elements of {} ({} bytes) of device memory", count, type, n); }, &p,
       n);
-  handle_ = UniqueHandle<CUdeviceptr, FreeDevice>(p, FreeDevice{s, {}, count_buffer_bytes(false, n, true)});
+  handle_ = UniqueHandle<CUdeviceptr, FreeDevice>(p, FreeDevice{s, {}, count_buffer_bytes(false, n, true), nullptr});
   bytes_ = n;
 }
 
-DeviceMemory::DeviceMemory(const Context& ctx, CUdeviceptr adopt, std::size_t bytes) noexcept
-    : handle_(adopt, FreeDevice{state_of(ctx), {}, adopt ? count_buffer_bytes(false, bytes, true) : 0}),
+DeviceMemory::DeviceMemory(const Context& ctx, CUdeviceptr adopt, std::size_t bytes,
+                           void (*custom)(const ContextPtr&, CUdeviceptr) noexcept) noexcept
+    : handle_(adopt, FreeDevice{state_of(ctx), {}, adopt ? count_buffer_bytes(false, bytes, true) : 0, custom}),
       bytes_(adopt ? bytes : 0) {}
 
 Context DeviceMemory::context(const char* kind) const {

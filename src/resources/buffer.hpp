@@ -17,6 +17,7 @@ namespace tether::detail {
 // free it on and the pool to keep alive. Made with the allocation, so that the release itself
 // allocates nothing; release_pooled consumes it.
 struct PooledFree;
+struct BufferMaker;  // makes DeviceBuffers of other allocators' memory (nccl.hpp)
 struct DropPooledFree {
   void operator()(PooledFree* f) const noexcept;
 };
@@ -27,10 +28,13 @@ void release_pooled(const ContextPtr& owner, PooledFree* f) noexcept;
 // cuMemFreeAsync on the reclaimer's per-thread stream with the buffer's context current, under
 // the release rule (never cuMemFree: buffer.cpp says why); for memory from a pool
 // (Stream::alloc_buffer, `pooled` set) the stream-ordered release_pooled instead.
+// Memory of another allocator (NCCL's ncclMemAlloc) is freed by its own function, `custom`, which
+// must not call the driver on the calling thread (it hands the free to a thread of its own).
 struct FreeDevice {
   ContextPtr owner;
   mutable std::unique_ptr<PooledFree, DropPooledFree> pooled;
   std::size_t bytes = 0;  // counted in buffer_bytes while the memory lives
+  void (*custom)(const ContextPtr& owner, CUdeviceptr p) noexcept = nullptr;
   void operator()(CUdeviceptr p) const noexcept;
 };
 
@@ -72,12 +76,13 @@ class DeviceMemory {
   DeviceMemory() noexcept = default;
   // cuMemAlloc of count * elem_size bytes with ctx pushed. `type` names the element type in errors.
   DeviceMemory(const Context& ctx, std::size_t count, std::size_t elem_size, std::string_view type);
-  // Adopts an allocation made in ctx; never calls the driver.
-  DeviceMemory(const Context& ctx, CUdeviceptr adopt, std::size_t bytes) noexcept;
+  // Adopts an allocation made in ctx; never calls the driver. `custom` frees it (null: cuMemFreeAsync).
+  DeviceMemory(const Context& ctx, CUdeviceptr adopt, std::size_t bytes,
+               void (*custom)(const ContextPtr&, CUdeviceptr) noexcept = nullptr) noexcept;
   // Adopts a pool allocation (mem_pool.cpp) freed in stream order as `pooled` says.
   DeviceMemory(ContextPtr owner, CUdeviceptr adopt, std::size_t bytes,
                std::unique_ptr<PooledFree, DropPooledFree> pooled) noexcept
-      : handle_(adopt, FreeDevice{std::move(owner), std::move(pooled), adopt ? count_buffer_bytes(false, bytes, true) : 0}),
+      : handle_(adopt, FreeDevice{std::move(owner), std::move(pooled), adopt ? count_buffer_bytes(false, bytes, true) : 0, nullptr}),
         bytes_(adopt ? bytes : 0) {}
   DeviceMemory(DeviceMemory&& other) noexcept
       : handle_(std::move(other.handle_)), bytes_(std::exchange(other.bytes_, 0)), name_(std::exchange(other.name_, {})) {}
@@ -319,6 +324,7 @@ class DeviceBuffer {
  private:
   friend class Context;
   friend class Stream;  // alloc_buffer (mem_pool.hpp)
+  friend struct detail::BufferMaker;
   explicit DeviceBuffer(detail::DeviceMemory m) noexcept : mem_(std::move(m)) {}
 
   detail::DeviceMemory mem_;

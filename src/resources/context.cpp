@@ -197,8 +197,89 @@ JobOutcome run_release_job(Job& job) noexcept {
   return JobOutcome::done;
 }
 
+namespace {
+
+// Every ContextState holding a retained primary context, so that the last one of a device can
+// clear that device from the others' peer caches: its release may reset the primary context, and
+// a reset context's peers lose their access to it (the next context of the device must be enabled
+// again). Immortal: states may go during process exit. The lock is never held across a driver call.
+struct LiveStates {
+  std::mutex mu;
+  std::vector<const ContextState*> list;
+};
+LiveStates& live_states() {
+  static LiveStates* p = new LiveStates;
+  return *p;
+}
+
+void register_state(const ContextState& s) {
+  LiveStates& l = live_states();
+  std::lock_guard lock(l.mu);
+  l.list.push_back(&s);
+}
+
+void unregister_state(const ContextState& s) noexcept {
+  LiveStates& l = live_states();
+  std::lock_guard lock(l.mu);
+  auto it = std::find(l.list.begin(), l.list.end(), &s);
+  if (it == l.list.end()) return;  // never registered (Context::primary failed)
+  l.list.erase(it);
+  if (s.device < 0 || s.device >= 64) return;
+  for (const ContextState* o : l.list)
+    if (o->table == s.table && o->device == s.device) return;  // still retained: no reset
+  const std::uint64_t keep = ~(std::uint64_t{1} << s.device);
+  for (const ContextState* o : l.list)
+    if (o->table == s.table) o->peers.fetch_and(keep, std::memory_order_acq_rel);
+}
+
+}  // namespace
+
+bool enable_peer(const ContextState& self, const ContextState& peer, std::string_view what) {
+  const CUdevice d = peer.device;
+  if (d == self.device) return true;
+  const std::uint64_t bit = d >= 0 && d < 64 ? std::uint64_t{1} << d : 0;
+  if (self.peers.load(std::memory_order_acquire) & bit) return true;
+  if (self.no_peers.load(std::memory_order_acquire) & bit) return false;
+  check_calls_allowed(what);
+  CUresult r = CUDA_SUCCESS;
+  {
+    // Why RELAXED: the call may come inside a stream capture (a captured kernel's first use of a
+    // buffer of another device), and tether's own calls never invalidate a capture.
+    RelaxedScope relaxed(*self.table);
+    ScopedContext scope(*self.table, self.context, ScopedContext::calls_checked);
+    r = raw<Entry::cuCtxEnablePeerAccess>(*self.table, peer.context, 0u);
+  }
+  if (r == CUDA_SUCCESS || r == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) {
+    self.peers.fetch_or(bit, std::memory_order_acq_rel);
+    return true;
+  }
+  if (r == CUDA_ERROR_PEER_ACCESS_UNSUPPORTED) {
+    self.no_peers.fetch_or(bit, std::memory_order_acq_rel);
+    return false;
+  }
+  throw_call_error(*self.table, Entry::cuCtxEnablePeerAccess, r,
+                   fmt::format("{}: enabling access from device {}'s context to the memory of device {}", what,
+                               self.device, d));
+}
+
+void enable_for_kernel(const ContextState& kernel, std::string_view name, std::span<const ForeignArg> args,
+                       std::string_view what) {
+  for (const ForeignArg& a : args) {
+    const ContextState& peer = *a.state;
+    if (enable_peer(kernel, peer, what)) continue;
+    throw UsageError(fmt::format(
+        "{}: argument {} of kernel '{}' is a buffer of device {}, and the kernel runs on device {}, which cannot "
+        "access device {}'s memory on this machine (no peer access between them: cuDeviceCanAccessPeer 0, "
+        "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED; Context::can_access_peer tells beforehand): copy the data into a "
+        "buffer of device {} first (a memcpy node or Stream::memcpy, which need no peer access), or run the kernel "
+        "on device {}",
+        what, a.index, name, peer.device, kernel.device, peer.device, kernel.device, peer.device));
+  }
+}
+
 ContextState::~ContextState() {
   if (!context) return;
+  unregister_state(*this);
   const ReleaseHandle h(std::in_place_type<CUdevice>, device);
   release_core(table, nullptr, nullptr, h, "releasing a device's primary context", verdict(Act::release), false);
 }
@@ -270,6 +351,13 @@ Context Context::primary(const Runtime& rt, int ordinal) {
   detail::call<detail::Entry::cuDevicePrimaryCtxRetain>(
       t, [&] { return fmt::format("retaining the primary context of device {}", ordinal); }, &ctx, dev);
   state->context = ctx;
+  detail::register_state(*state);  // may throw std::bad_alloc: the state then releases the context
+  // Why a process-wide flag: a buffer of another device than a kernel's needs a context of a
+  // second device first, so kernel specs skip the check until one exists (a single-device program
+  // on a machine with several GPUs included).
+  static std::atomic<int> first_device{-1};
+  if (int first = -1; !first_device.compare_exchange_strong(first, dev) && first != dev)
+    detail::several_devices.store(true, std::memory_order_relaxed);
   return Context(std::move(state));
 }
 
@@ -317,6 +405,44 @@ Event Context::make_event(EventFlags flags) const {
   detail::call<detail::Entry::cuEventCreate>(*state_->table, "creating an event", &e, static_cast<unsigned>(flags));
   h->reset(e);
   return Event(std::move(h));
+}
+
+namespace {
+void check_same_runtime(const detail::ContextState& a, const detail::ContextState& b, const char* call) {
+  if (a.table != b.table)
+    throw UsageError(fmt::format("{}: the peer context belongs to the {} driver and this one to the {} driver; peer "
+                                 "access joins contexts of one runtime",
+                                 call, to_string(b.runtime.kind()), to_string(a.runtime.kind())));
+}
+}  // namespace
+
+bool Context::can_access_peer(const Context& peer) const {
+  const detail::ContextState& p = *peer.state_;
+  check_same_runtime(*state_, p, "Context::can_access_peer");
+  if (p.device == state_->device) return true;
+  if (detail::peer_enabled(*state_, p.device)) return true;
+  const std::uint64_t bit = p.device >= 0 && p.device < 64 ? std::uint64_t{1} << p.device : 0;
+  if (state_->no_peers.load(std::memory_order_acquire) & bit) return false;
+  detail::check_calls_allowed("Context::can_access_peer");
+  int can = 0;
+  detail::call<detail::Entry::cuDeviceCanAccessPeer>(
+      *state_->table,
+      [&] { return fmt::format("asking whether device {} can access the memory of device {}", state_->device, p.device); },
+      &can, state_->device, p.device);
+  if (!can) state_->no_peers.fetch_or(bit, std::memory_order_acq_rel);  // the topology does not change
+  return can != 0;
+}
+
+void Context::enable_peer_access(const Context& peer) const {
+  const detail::ContextState& p = *peer.state_;
+  check_same_runtime(*state_, p, "Context::enable_peer_access");
+  if (detail::enable_peer(*state_, p, "Context::enable_peer_access")) return;
+  throw UsageError(fmt::format(
+      "Context::enable_peer_access: device {} cannot access the memory of device {} on this machine (no peer "
+      "access between them: cuDeviceCanAccessPeer 0, CUDA_ERROR_PEER_ACCESS_UNSUPPORTED; can_access_peer tells "
+      "beforehand): keep the memory a kernel of device {} uses on device {}, copying it there with a memcpy "
+      "(Stream::memcpy, a memcpy node), which needs no peer access",
+      state_->device, p.device, state_->device, state_->device));
 }
 
 Module Context::load_module(const Image& image) const {

@@ -41,9 +41,36 @@ struct ContextState {
   const DriverTable* table;
   CUdevice device;
   CUcontext context = nullptr;  // set once retained; null means nothing to release
+  // Peer access from this context, one bit per device ordinal below 64 (others are never cached):
+  // `peers` once cuCtxEnablePeerAccess succeeded (or answered that it already had), `no_peers` once
+  // the driver answered that the pair is unsupported (the topology does not change). Why here: a
+  // kernel node that uses another device's buffer checks it on every add, update and launch, and
+  // one atomic load is what that costs once the pair is known. Cleared for a device when a
+  // ContextState of it goes (context.cpp): its primary context may then be reset, which takes the
+  // access with it.
+  mutable std::atomic<std::uint64_t> peers{0};
+  mutable std::atomic<std::uint64_t> no_peers{0};
 };
 
 using ContextPtr = std::shared_ptr<const ContextState>;
+
+/// Set once the process has made contexts of two different devices (Context::primary). Until then
+/// no buffer can belong to another device than a kernel's, and a kernel spec does not look: one
+/// relaxed load of this flag is what peer access costs a single-device program per node.
+inline std::atomic<bool> several_devices{false};
+
+/// Whether `self` has enabled access to device `peer`'s memory (cached: no driver call). The same
+/// device counts as enabled.
+inline bool peer_enabled(const ContextState& self, CUdevice peer) noexcept {
+  if (peer == self.device) return true;
+  return peer >= 0 && peer < 64 && ((self.peers.load(std::memory_order_acquire) >> peer) & 1u);
+}
+/// Enables access from `self` to the memory of `peer`'s device (cuCtxEnablePeerAccess with `self`
+/// current, in RELAXED capture mode, the caller's context restored), unless the cache says it
+/// is; ALREADY_ENABLED counts as success. Returns false where the driver answers that the pair is
+/// unsupported (remembered: later calls make no driver call). Throws UsageError inside a host
+/// callback, DriverError for any other failure (`what` says what tether was doing).
+bool enable_peer(const ContextState& self, const ContextState& peer, std::string_view what);
 
 const ContextPtr& state_of(const Context& ctx) noexcept;
 /// Registers what Context::synchronize calls before cuCtxSynchronize (the capture layer notes it
@@ -273,6 +300,27 @@ class Context {
   template <class T>
   PinnedBuffer<T> alloc_pinned(std::size_t n) const;
 
+  /// Whether kernels running in this context can use memory of `peer`'s device once peer access
+  /// is enabled (`cuDeviceCanAccessPeer(device(), peer.device())`; no call where an earlier
+  /// `enable_peer_access` already knows the answer; the answer "no" is remembered too, the topology
+  /// being fixed). True for the same device, whose memory needs no peer access. Throws UsageError
+  /// for a context of another runtime, or inside a host callback where it has to ask the driver;
+  /// DriverError. Thread safety: as every member. Since 0.7.
+  bool can_access_peer(const Context& peer) const;
+
+  /// Lets kernels running in this context use memory allocated in `peer`'s device
+  /// (`cuCtxEnablePeerAccess(peer, 0)` with this context pushed, in RELAXED capture mode, the
+  /// caller's context restored). Idempotent: access already enabled, by tether or by anyone else
+  /// (CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED), is success, and the same device needs nothing. The
+  /// pairs enabled are cached in the context, so a repeated call costs one atomic load and no
+  /// driver call; tether calls it itself for a kernel that keeps a buffer of another device
+  /// (docs/multi-gpu.md). Copies between devices never need it. Throws UsageError naming both
+  /// devices where the machine cannot connect them (CUDA_ERROR_PEER_ACCESS_UNSUPPORTED; copy the
+  /// data with a memcpy instead), for a context of another runtime, or inside a host callback;
+  /// DriverError for any other refusal (CUDA_ERROR_TOO_MANY_PEERS). Thread safety: as every
+  /// member; concurrent calls for the same pair may each call the driver once. Since 0.7.
+  void enable_peer_access(const Context& peer) const;
+
   /// Whether both refer to the same context of the same driver.
   friend bool operator==(const Context& a, const Context& b) noexcept {
     return a.state_->table == b.state_->table && a.state_->context == b.state_->context;
@@ -291,4 +339,19 @@ class Context {
 namespace tether::detail {
 inline const ContextPtr& state_of(const Context& ctx) noexcept { return ctx.state_; }
 inline Context context_from(ContextPtr state) noexcept { return Context(std::move(state)); }
+
+/// A kernel argument whose buffer belongs to another context than the kernel's: what a kernel
+/// spec records when it is made (kernel.hpp), to enable peer access before its driver call. Not
+/// owning: the buffer, among the spec's owners, keeps the state alive until then.
+struct ForeignArg {
+  const ContextState* state;  // the buffer's context
+  std::size_t index;          // the argument's position, from 0
+};
+
+/// Enables access from `kernel` (the kernel's context) to the device of each of `args`
+/// (enable_peer: one atomic load per argument once known). Throws UsageError naming the
+/// argument's position, both devices and the kernel `name` where the machine cannot connect the
+/// pair, before the caller's own driver call; DriverError for any other refusal.
+void enable_for_kernel(const ContextState& kernel, std::string_view name, std::span<const ForeignArg> args,
+                       std::string_view what);
 }  // namespace tether::detail

@@ -62,6 +62,12 @@ struct Config {
   bool opened = false;
 };
 
+// Which device pairs cannot access each other's memory: one bit per peer, per device. Written once
+// when the simulator opens (init_topology, before its table is handed out), read-only afterwards.
+struct Topology {
+  std::vector<std::uint64_t> no_peer;
+};
+
 struct Devices {
   std::once_flag once;
   std::vector<Ctx*> primary;  // one per device, immortal
@@ -139,6 +145,7 @@ Twins& twins() { return immortal<Twins>(); }
 Registered& registered() { return immortal<Registered>(); }
 Config& config() { return immortal<Config>(); }
 Devices& devices() { return immortal<Devices>(); }
+Topology& topology() { return immortal<Topology>(); }
 Memory& memory() { return immortal<Memory>(); }
 Objects& objects() { return immortal<Objects>(); }
 Deferred& deferred() { return immortal<Deferred>(); }
@@ -248,6 +255,69 @@ CUresult fail(CUresult r, std::string explanation) {
 
 namespace {
 
+// "0-1,2-3" -> {{0, 1}, {2, 3}}; nullopt for anything else (spaces around the numbers are allowed).
+std::optional<std::vector<std::pair<int, int>>> parse_pairs(std::string_view s) {
+  std::vector<std::pair<int, int>> out;
+  auto number = [](std::string_view t, int& v) {
+    while (!t.empty() && t.front() == ' ') t.remove_prefix(1);
+    while (!t.empty() && t.back() == ' ') t.remove_suffix(1);
+    if (t.empty() || t.size() > 4) return false;
+    v = 0;
+    for (char ch : t) {
+      if (ch < '0' || ch > '9') return false;
+      v = v * 10 + (ch - '0');
+    }
+    return true;
+  };
+  while (!s.empty()) {
+    std::size_t comma = s.find(',');
+    std::string_view item = s.substr(0, comma);
+    s = comma == std::string_view::npos ? std::string_view() : s.substr(comma + 1);
+    std::size_t dash = item.find('-');
+    int a = 0, b = 0;
+    if (dash == std::string_view::npos || !number(item.substr(0, dash), a) || !number(item.substr(dash + 1), b))
+      return std::nullopt;
+    out.emplace_back(a, b);
+    if (comma != std::string_view::npos && s.empty()) return std::nullopt;  // a trailing comma
+  }
+  return out;
+}
+
+// The topology, from Options::no_peer and TETHER_SIM_NO_PEER, when the simulator opens (fill_core,
+// inside Runtime::simulated: a bad value is refused there, before any driver call). Throws UsageError.
+void init_topology() {
+  std::vector<std::pair<int, int>> pairs;
+  {
+    std::lock_guard lock(config().mu);
+    pairs = config().options.no_peer;
+  }
+  if (const char* env = std::getenv("TETHER_SIM_NO_PEER"); env && *env) {
+    auto more = parse_pairs(env);
+    if (!more)
+      throw UsageError(fmt::format("Runtime::simulated: TETHER_SIM_NO_PEER is '{}'; give the device pairs that cannot "
+                                   "access each other's memory as ordinals joined by '-' and separated by ',' (for "
+                                   "example 0-1,2-3), or unset it",
+                                   env));
+    pairs.insert(pairs.end(), more->begin(), more->end());
+  }
+  const int n = device_count();
+  std::vector<std::uint64_t> masks(static_cast<std::size_t>(n), 0);
+  for (auto [a, b] : pairs) {
+    if (a < 0 || b < 0 || a >= n || b >= n || a == b)
+      throw UsageError(fmt::format("Runtime::simulated: the topology names the pair {}-{}, but the simulator has {} "
+                                   "device{} (ordinals 0 to {}) and a pair needs two different ones "
+                                   "(tether::sim::Options::no_peer, TETHER_SIM_NO_PEER)",
+                                   a, b, n, n == 1 ? "" : "s", n - 1));
+    masks[static_cast<std::size_t>(a)] |= std::uint64_t{1} << b;
+    masks[static_cast<std::size_t>(b)] |= std::uint64_t{1} << a;
+  }
+  topology().no_peer = std::move(masks);
+}
+
+}  // namespace
+
+namespace {
+
 // What each kind means for a program on the real driver, and what to do: the second half of the
 // printed line, for a user who has not read docs/simulator.md.
 std::string_view violation_hint(ViolationKind kind) noexcept {
@@ -279,6 +349,12 @@ std::string_view violation_hint(ViolationKind kind) noexcept {
       return "the real driver double-frees: destroy the executables before their graph, not concurrently";
     case ViolationKind::no_current_context:
       return "the real driver crashes on this: make the executable's context current first (cuCtxSetCurrent)";
+    case ViolationKind::peer_access:
+      return "on a GPU the kernel faults with an illegal address: enable peer access from the kernel's context "
+             "to the memory's device first (tether::Context::enable_peer_access, cuCtxEnablePeerAccess)";
+    case ViolationKind::nccl_mismatch:
+      return "real NCCL hangs or corrupts memory when ranks disagree: every rank must issue (and capture) the same "
+             "collectives in the same order, and each send must match its receive";
   }
   return "";
 }
@@ -344,6 +420,12 @@ Ctx* ctx_of(CUcontext c) {
 }
 CUcontext handle(Ctx* c) { return reinterpret_cast<CUcontext>(c); }
 Ctx* current_ctx() { return ts().current; }
+
+bool peer_supported(int dev, int peer) {
+  if (dev == peer) return false;  // cuDeviceCanAccessPeer(dev, dev) is 0 on the real driver
+  const std::vector<std::uint64_t>& no = topology().no_peer;
+  return static_cast<std::size_t>(dev) >= no.size() || !((no[static_cast<std::size_t>(dev)] >> peer) & 1u);
+}
 
 std::uint64_t coresident_blocks(std::uint64_t threads, std::uint64_t shared) {
   std::uint64_t warps = (threads + 31) / 32;
@@ -487,7 +569,13 @@ CUresult sim_cuDevicePrimaryCtxRelease(CUdevice d) {
   }
   // Why the context stays usable at zero: the real driver resets it, but tether never relies on
   // that and keeping it keeps stale streams from crashing the simulator.
-  --c->primary_refs;
+  if (--c->primary_refs == 0) {
+    // What the reset does to peer access, modelled (not observed on a GPU): the context forgets
+    // whom it enabled, and the others' mappings of its memory go with its allocations, so each
+    // must enable access to the next context of this device again.
+    c->peers.store(0);
+    for (Ctx* other : devices().primary) other->peers.fetch_and(~(std::uint64_t{1} << d));
+  }
   return CUDA_SUCCESS;
 }
 CUresult sim_cuCtxGetCurrent(CUcontext* pctx) {
@@ -541,6 +629,52 @@ CUresult sim_cuCtxGetStreamPriorityRange(int* least, int* greatest) {
   // Either pointer may be NULL, as on the H200 (launch_attr_probe prio/range).
   if (least) *least = h200::least_priority;
   if (greatest) *greatest = h200::greatest_priority;
+  return CUDA_SUCCESS;
+}
+
+// ----------------------------------------------------------------------------- peer access
+
+CUresult sim_cuDeviceCanAccessPeer(int* can, CUdevice dev, CUdevice peer) {
+  TETHER_SIM_ENTER(cuDeviceCanAccessPeer);
+  if (!can) return CUDA_ERROR_INVALID_VALUE;
+  if (!valid_device(dev) || !valid_device(peer)) return CUDA_ERROR_INVALID_DEVICE;
+  *can = peer_supported(dev, peer) ? 1 : 0;
+  return CUDA_SUCCESS;
+}
+CUresult sim_cuCtxEnablePeerAccess(CUcontext peer_ctx, unsigned flags) {
+  TETHER_SIM_ENTER(cuCtxEnablePeerAccess);
+  Ctx* c = current_ctx();
+  if (!c) return fail(CUDA_ERROR_INVALID_CONTEXT, "cuCtxEnablePeerAccess needs a current context (the one that gains access)");
+  if (flags != 0) return fail(CUDA_ERROR_INVALID_VALUE, "cuCtxEnablePeerAccess: Flags is reserved and must be 0");
+  Ctx* p = ctx_of(peer_ctx);
+  if (!p) return fail(CUDA_ERROR_INVALID_CONTEXT, "cuCtxEnablePeerAccess: the peer is not a context");
+  if (p->device == c->device)
+    return fail(CUDA_ERROR_INVALID_DEVICE,
+                fmt::format("cuCtxEnablePeerAccess: the peer context is of the current context's own device {} (its "
+                            "memory needs no peer access)",
+                            c->device));
+  if (!peer_supported(c->device, p->device))
+    return fail(CUDA_ERROR_PEER_ACCESS_UNSUPPORTED,
+                fmt::format("device {} cannot access the memory of device {} (the simulator's topology: "
+                            "tether::sim::Options::no_peer, TETHER_SIM_NO_PEER)",
+                            c->device, p->device));
+  const std::uint64_t bit = std::uint64_t{1} << p->device;
+  if (c->peers.fetch_or(bit) & bit)
+    return fail(CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED,
+                fmt::format("device {}'s context already has access to device {}'s memory", c->device, p->device));
+  return CUDA_SUCCESS;
+}
+CUresult sim_cuCtxDisablePeerAccess(CUcontext peer_ctx) {
+  TETHER_SIM_ENTER(cuCtxDisablePeerAccess);
+  Ctx* c = current_ctx();
+  if (!c) return fail(CUDA_ERROR_INVALID_CONTEXT, "cuCtxDisablePeerAccess needs a current context");
+  Ctx* p = ctx_of(peer_ctx);
+  if (!p) return fail(CUDA_ERROR_INVALID_CONTEXT, "cuCtxDisablePeerAccess: the peer is not a context");
+  const std::uint64_t bit = std::uint64_t{1} << p->device;
+  if (!(c->peers.fetch_and(~bit) & bit))
+    return fail(CUDA_ERROR_PEER_ACCESS_NOT_ENABLED,
+                fmt::format("device {}'s context has no access to device {}'s memory to disable", c->device,
+                            p->device));
   return CUDA_SUCCESS;
 }
 
@@ -677,6 +811,7 @@ CUresult sim_cuModuleLoadData(CUmodule* mod, const void* image) {
   if (CUresult r = need_ctx()) return r;
   wait_callbacks_idle();  // ctx_block_probe 4m
   Module* m = new Module;
+  m->ctx = current_ctx();
   Objects& o = objects();
   std::lock_guard lock(o.mu);
   o.modules.insert(m);
@@ -1141,6 +1276,16 @@ Range classify(std::uintptr_t p, std::size_t n, bool device_only) {
   return b.live ? Range::live : b.graph ? Range::reserved : Range::freed;
 }
 
+int device_of(std::uintptr_t p) {
+  Memory& m = memory();
+  std::lock_guard lock(m.mu);
+  auto it = m.blocks.upper_bound(p);
+  if (it == m.blocks.begin()) return -1;
+  --it;
+  const Memory::Block& b = it->second;
+  return b.device && p < it->first + b.mapped ? b.ordinal : -1;
+}
+
 bool check_operand(std::uintptr_t p, std::size_t n, bool device_only, std::string_view entry, const char* what) {
   Range r = classify(p, n == 0 ? 1 : n, device_only);
   if (r == Range::reserved) {
@@ -1191,6 +1336,14 @@ CUkernel registered_kernel(const void* fn, std::string* name) {
   return reinterpret_cast<CUkernel>(cached);
 }
 
+CUfunction builtin_function(std::string name, std::vector<ParamInfo> params, TwinBody body) {
+  auto twin = std::make_shared<const Twin>(Twin{name, std::move(params), std::move(body)});
+  auto* f = new Function{std::move(name), std::move(twin), nullptr, std::make_shared<FuncAttrs>()};
+  std::lock_guard lock(objects().mu);
+  objects().functions.insert(f);
+  return reinterpret_cast<CUfunction>(f);
+}
+
 Function* function_of(CUfunction f) {
   Function* p = reinterpret_cast<Function*>(f);
   if (!p) return nullptr;
@@ -1203,6 +1356,7 @@ Function* function_of(CUkernel k) { return function_of(reinterpret_cast<CUfuncti
 
 void fill_core(tether::detail::DriverTable& t) {
   using tether::detail::Entry;
+  init_topology();
   t.set<Entry::cuInit>(&sim_cuInit);
   t.set<Entry::cuDriverGetVersion>(&sim_cuDriverGetVersion);
   t.set<Entry::cuGetErrorName>(&sim_cuGetErrorName);
@@ -1236,6 +1390,9 @@ void fill_core(tether::detail::DriverTable& t) {
   t.set<Entry::cuFuncSetAttribute>(&sim_cuFuncSetAttribute);
   t.set<Entry::cuFuncGetParamInfo>(&sim_cuFuncGetParamInfo);
   t.set<Entry::cuCtxGetStreamPriorityRange>(&sim_cuCtxGetStreamPriorityRange);
+  t.set<Entry::cuDeviceCanAccessPeer>(&sim_cuDeviceCanAccessPeer);
+  t.set<Entry::cuCtxEnablePeerAccess>(&sim_cuCtxEnablePeerAccess);
+  t.set<Entry::cuCtxDisablePeerAccess>(&sim_cuCtxDisablePeerAccess);
   t.set<Entry::cuUserObjectCreate>(&sim_cuUserObjectCreate);
   t.set<Entry::cuUserObjectRetain>(&sim_cuUserObjectRetain);
   t.set<Entry::cuUserObjectRelease>(&sim_cuUserObjectRelease);
@@ -1263,9 +1420,15 @@ using namespace detail;
 
 void configure(const Options& options) {
   if (options.devices < 1) throw UsageError("tether::sim::configure: devices must be at least 1");
+  for (auto [a, b] : options.no_peer)
+    if (a < 0 || b < 0 || a == b)
+      throw UsageError(fmt::format("tether::sim::configure: no_peer names the pair {}-{}; a pair is two different "
+                                   "device ordinals",
+                                   a, b));
   Config& c = config();
   std::lock_guard lock(c.mu);
-  if (c.opened && (c.options.devices != options.devices || c.options.memory_per_device != options.memory_per_device))
+  if (c.opened && (c.options.devices != options.devices || c.options.memory_per_device != options.memory_per_device ||
+                   c.options.no_peer != options.no_peer))
     throw UsageError("tether::sim::configure: the simulator is already open with other options");
   c.options = options;
 }
@@ -1316,6 +1479,8 @@ std::string_view to_string(ViolationKind kind) noexcept {
     case ViolationKind::capture_into_capturing_graph: return "capture_into_capturing_graph";
     case ViolationKind::concurrent_exec_destroy: return "concurrent_exec_destroy";
     case ViolationKind::no_current_context: return "no_current_context";
+    case ViolationKind::peer_access: return "peer_access";
+    case ViolationKind::nccl_mismatch: return "nccl_mismatch";
   }
   return "unknown";
 }
@@ -1379,10 +1544,13 @@ void fail_call(std::string_view entry_point, std::uint64_t nth, Errc result) {
   f.pending.fetch_add(1, std::memory_order_release);
 }
 void clear_faults() {
-  Faults& f = faults();
-  std::lock_guard lock(f.mu);
-  f.pending.fetch_sub(static_cast<int>(f.list.size()));
-  f.list.clear();
+  {
+    Faults& f = faults();
+    std::lock_guard lock(f.mu);
+    f.pending.fetch_sub(static_cast<int>(f.list.size()));
+    f.list.clear();
+  }
+  nccl_clear_faults();
 }
 std::uint64_t injected_faults() { return faults().injected.load(); }
 
@@ -1398,6 +1566,7 @@ std::uint64_t call_count(std::string_view entry_point) {
   return c.calls[tether::detail::index(*e)].load(std::memory_order_relaxed);
 }
 void reset_call_counts() {
+  nccl_reset_call_counts();
   for (auto& x : counters().calls) x.store(0, std::memory_order_relaxed);
 }
 

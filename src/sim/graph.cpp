@@ -241,6 +241,14 @@ Graph* clone_graph(Graph* src, Node* owner) {
   return g;
 }
 
+Ctx* kernel_home(const KernelP& k, Ctx* fallback) {
+  // A function of a module runs in the module's context (the driver ignores `ctx` when `func` is
+  // set); a library kernel or a program's registered kernel in the context the node names.
+  if (k.func && k.func->module && k.func->module->ctx) return k.func->module->ctx;
+  if (Ctx* c = k.ctx ? ctx_of(k.ctx) : nullptr) return c;
+  return fallback;
+}
+
 CUresult make_kernel_params(const CUDA_KERNEL_NODE_PARAMS& in, KernelP& out) {
   if (!in.func && !in.kern) return fail(CUDA_ERROR_INVALID_HANDLE, "kernel node without func or kern");
   Function* f = in.func ? function_of(in.func) : function_of(in.kern);
@@ -270,6 +278,7 @@ CUresult make_kernel_params(const CUDA_KERNEL_NODE_PARAMS& in, KernelP& out) {
   out.shared = in.sharedMemBytes;
   out.kern = in.kern;
   out.ctx = in.ctx;
+  out.home = kernel_home(out, current_ctx());
   out.args.clear();
   out.offsets.clear();
   for (std::size_t i = 0; i < twin.params.size(); ++i) {

@@ -17,6 +17,13 @@ TETHER_EXPORT namespace tether::sim {
 struct Options {
   int devices = 1;                                      ///< number of simulated devices
   std::size_t memory_per_device = std::size_t{16} << 30;  ///< bytes cuMemAlloc may hand out per device
+  /// The topology: pairs of device ordinals that cannot access each other's memory, in either
+  /// direction (`cuDeviceCanAccessPeer` answers 0, `cuCtxEnablePeerAccess` fails with
+  /// CUDA_ERROR_PEER_ACCESS_UNSUPPORTED). Empty by default: every pair can, as on an NVLink H200
+  /// machine. The environment variable `TETHER_SIM_NO_PEER` ("0-1,2-3") adds pairs when the
+  /// simulator opens, which refuses a malformed value or a device it does not have (UsageError).
+  /// Since 0.7.
+  std::vector<std::pair<int, int>> no_peer = {};
 };
 
 /// Sets the options of the simulator. Throws UsageError if the simulator is already open with
@@ -198,6 +205,13 @@ enum class ViolationKind {
   /// cuGraphExecKernelNodeSetParams, or cuGraphExecNodeSetParams of a kernel node, on a thread with
   /// no current context (the real driver crashes: ctx_block_probe 8a, H200)
   no_current_context,
+  /// a kernel on one device used memory of another device whose peer access was not enabled from
+  /// its context (cuCtxEnablePeerAccess; the real GPU faults with an illegal address). Since 0.7.
+  peer_access,
+  /// the ranks of an NCCL communicator issued different collectives at the same position, or a
+  /// send and its receive disagree (real NCCL hangs or corrupts memory); the simulator's NCCL
+  /// completes the operation without moving data. Since 0.7.
+  nccl_mismatch,
 };
 
 /// "use_after_free", ...

@@ -69,6 +69,9 @@ CUresult fail(CUresult r, std::string explanation);
 struct Ctx {
   int device = 0;
   int primary_refs = 0;
+  // The devices whose memory kernels of this context may use (cuCtxEnablePeerAccess), one bit per
+  // ordinal (the simulator has at most 64 devices). Read by stream workers when a kernel runs.
+  std::atomic<std::uint64_t> peers{0};
   Stream* null_stream = nullptr;  // the legacy default stream, created on first use
   // The per-thread default streams (CU_STREAM_PER_THREAD), one per thread that used it: a stream of
   // its own, which can capture where the legacy stream cannot (capture_facts c10a, c10b).
@@ -78,6 +81,9 @@ Ctx* ctx_of(CUcontext c);
 CUcontext handle(Ctx* c);
 Ctx* current_ctx();  // nullptr when none is current
 int device_count();
+// Whether device `dev` can access the memory of device `peer` (the topology of Options::no_peer;
+// false for the same device, as cuDeviceCanAccessPeer answers).
+bool peer_supported(int dev, int peer);
 
 // `reserved`: a graph allocation's address, not backed now (before its allocation node ran, or
 // after it was freed); a use at execution is a use after free, naming it at creation is fine.
@@ -86,6 +92,9 @@ enum class Range { live, freed, reserved, unknown };
 Range classify(std::uintptr_t p, std::size_t n, bool device_only);
 // Checks an operand of a copy/set/launch at execution time; records use_after_free if freed.
 bool check_operand(std::uintptr_t p, std::size_t n, bool device_only, std::string_view entry, const char* what);
+// The device whose memory (a cuMemAlloc block, a pool's or a graph allocation's) holds `p`; -1 for
+// pinned host memory and addresses the simulator did not hand out.
+int device_of(std::uintptr_t p);
 std::uintptr_t device_alloc(std::size_t bytes, int device, CUresult& err);
 // Held by a cuMemFree (or cuMemFreeHost) for its whole duration, waits for host callbacks
 // included; allocations and stream creation pass through it.
@@ -216,6 +225,7 @@ struct Twin {
 struct Module {
   bool unloaded = false;
   bool library = false;
+  Ctx* ctx = nullptr;  // the context it was loaded into (null for a library: context-independent)
   // By kernel name, under the objects' mutex: the attributes, and the handle lookups return.
   std::map<std::string, std::shared_ptr<FuncAttrs>, std::less<>> attrs;
   std::map<std::string, struct Function*, std::less<>> functions;
@@ -229,11 +239,19 @@ struct Function {
 Function* function_of(CUfunction f);   // nullptr if not a simulator function
 Function* function_of(CUkernel k);
 std::shared_ptr<const Twin> find_twin(std::string_view name);
+// A function of no module, never unloaded, running `body`: what the simulator's own libraries
+// (its NCCL, sim/nccl.cpp) launch, as real libraries launch their own kernels.
+CUfunction builtin_function(std::string name, std::vector<ParamInfo> params, TwinBody body);
+// The NCCL twin's share of fault injection and call counting (sim/nccl.cpp), called by
+// tether::sim::clear_faults and reset_call_counts.
+void nccl_clear_faults() noexcept;
+void nccl_reset_call_counts() noexcept;
 
 // ----------------------------------------------------------------------------- events, streams
 
 struct Event {
   unsigned flags = 0;
+  Ctx* ctx = nullptr;  // the context current at cuEventCreate: streams of it alone may record it
   std::mutex mu;
   std::condition_variable cv;
   std::uint64_t recorded = 0;  // generation of the latest record
@@ -322,6 +340,10 @@ struct KernelP {
   std::vector<std::size_t> offsets;
   CUkernel kern = nullptr;
   CUcontext ctx = nullptr;
+  // The context the kernel runs in, whose peer access decides which devices' memory it may use: the
+  // function's module's, else `ctx`, else the launching stream's (a stream launch) or the context
+  // current when the node was made (kernel_home).
+  Ctx* home = nullptr;
   LaunchAttrs attrs;
 };
 struct MemcpyP {
@@ -427,6 +449,9 @@ CondHandle* cond_of(CUgraphConditionalHandle h);
 CUresult add_node(CUgraphNode* out, Graph* g, const CUgraphNode* deps, std::size_t ndeps, CUgraphNodeType type,
                   Params params, std::string_view entry);
 CUresult make_kernel_params(const CUDA_KERNEL_NODE_PARAMS& in, KernelP& out);
+// KernelP::home for a kernel of `k.func` with `k.ctx`; `fallback` where neither says (a stream
+// launch: the stream's context; a node: the current one).
+Ctx* kernel_home(const KernelP& k, Ctx* fallback);
 /// Sets one launch attribute on a kernel's parameters as cuGraphKernelNodeSetAttribute does (the
 /// H200's refusals included); the caller holds the graph mutex if `k` belongs to a node.
 CUresult set_kernel_attr(KernelP* k, CUlaunchAttributeID id, const CUlaunchAttributeValue* v);

@@ -186,6 +186,9 @@ void run_kernel(const KernelP& k, bool node_priority) {
     return;
   }
   const Twin& twin = *f->twin;
+  // Why only with several devices: with one, no memory can be another device's (and a launch
+  // then costs no extra lookup).
+  const bool several = device_count() > 1;
   std::vector<const void*> ptrs(twin.params.size());
   for (std::size_t i = 0; i < twin.params.size(); ++i) {
     ptrs[i] = k.args.data() + k.offsets[i];
@@ -194,6 +197,14 @@ void run_kernel(const KernelP& k, bool node_priority) {
       std::memcpy(&p, ptrs[i], sizeof p);
       if (p != 0 && !check_operand(p, 1, false, "", fmt::format("kernel '{}' argument {}", f->name, i).c_str()))
         return;  // the kernel does not run: it would touch freed memory
+      if (p == 0 || !several || !k.home) continue;
+      const int dev = device_of(p);
+      if (dev < 0 || dev == k.home->device || (k.home->peers.load() >> dev & 1u)) continue;
+      record_violation(ViolationKind::peer_access, "",
+                       fmt::format("kernel '{}' runs on device {} and its argument {} (0x{:x}) is memory of device {}, "
+                                   "whose peer access from device {}'s context is not enabled",
+                                   f->name, k.home->device, i, p, dev, k.home->device));
+      return;  // the kernel does not run: on a GPU it faults
     }
   }
   LaunchInfo info{f->name, k.grid, k.block, k.shared};
@@ -737,6 +748,7 @@ CUresult sim_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
   if (CUresult r = make_kernel_params(in, k)) return r;
   Stream* s = stream_of(h);
   if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  k.home = kernel_home(k, s->ctx);  // a launch runs in its stream's context
   // A captured launch's node carries the stream's priority as its priority attribute
   // (launch_attr_probe prio/captured_launch); an uncaptured launch runs at the stream's anyway.
   k.attrs.priority = k.attrs.priority_requested = s->priority;
@@ -764,6 +776,7 @@ CUresult sim_cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void**
   if (CUresult r = make_kernel_params(in, k)) return r;
   Stream* s = stream_of(config->hStream);
   if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  k.home = kernel_home(k, s->ctx);  // a launch runs in its stream's context
   k.attrs.priority = k.attrs.priority_requested = s->priority;
   // The attributes are checked as cuGraphKernelNodeSetAttribute checks them (the same refusals).
   for (unsigned i = 0; i < config->numAttrs; ++i)
@@ -781,6 +794,7 @@ CUresult sim_cuEventCreate(CUevent* out, unsigned flags) {
   if (CUresult r = need_ctx()) return r;
   Event* e = new Event;
   e->flags = flags;
+  e->ctx = current_ctx();
   std::lock_guard lock(events().mu);
   events().all.insert(e);
   ++events().live;
@@ -827,6 +841,13 @@ CUresult record_event(CUevent h, CUstream hs, unsigned flags, std::string_view e
   if (!e) return CUDA_ERROR_INVALID_HANDLE;
   Stream* s = stream_of(hs);
   if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  // cuda.h: "hEvent and hStream must be from the same context otherwise CUDA_ERROR_INVALID_HANDLE
+  // is returned" (a wait, in contrast, may be on a stream of any context or device).
+  if (e->ctx && e->ctx != s->ctx)
+    return fail(CUDA_ERROR_INVALID_HANDLE,
+                fmt::format("{}: the event was created in device {}'s context and the stream belongs to device {}'s; "
+                            "record an event on a stream of its own context (any stream may wait for it)",
+                            entry, e->ctx->device, s->ctx->device));
   if (CUresult r = legacy_guard(s, entry, true)) return r;
   {
     std::lock_guard lock(graph_mutex());

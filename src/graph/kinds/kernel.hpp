@@ -50,6 +50,53 @@ void check_kernel_arg(std::string_view what, std::size_t index, const A& a) {
   }
 }
 
+/// The buffer arguments of a kernel spec that belong to another context than the kernel's, at
+/// most `N` (its pointer parameters). Why raw bytes and a count: a single-device spec pays one
+/// store (the count) and has nothing to destroy; records are written only for foreign buffers, and
+/// the bytes left unwritten are copied with the spec as bytes, which reads no indeterminate value.
+template <std::size_t N>
+struct ForeignArgs {
+  std::uint32_t count = 0;
+  alignas(ForeignArg) std::byte raw[N * sizeof(ForeignArg)];
+
+  void add(const ContextState* state, std::size_t index) noexcept {
+    const ForeignArg a{state, index};
+    std::memcpy(raw + count++ * sizeof(ForeignArg), &a, sizeof a);
+  }
+  /// enable_for_kernel for the recorded arguments. Out of line and cold, so that its frame and
+  /// calls stay out of every consumer's hot path.
+  [[gnu::cold, gnu::noinline]] void enable(const ContextState& kernel, std::string_view name,
+                                          std::string_view what) const {
+    ForeignArg list[N];
+    std::memcpy(static_cast<void*>(list), raw, count * sizeof(ForeignArg));
+    enable_for_kernel(kernel, name, std::span<const ForeignArg>(list, count), what);
+  }
+};
+
+/// Records argument `index`, buffer `b`, in `out` if its memory belongs to another context than
+/// `kernel`. An empty buffer is skipped: the spec's checks refuse it (or it binds a null pointer).
+template <std::size_t N, class B>
+void note_buffer(ForeignArgs<N>& out, std::size_t index, const B& b, CUcontext kernel) {
+  if (!b) return;
+  const Context c = b.context();
+  if (c.get() == kernel) return;
+  out.add(state_of(c).get(), index);  // the buffer, kept by the spec, keeps the state alive
+}
+/// The same for argument `a` of kernel parameter P, if it is a buffer the node keeps: a
+/// SharedBuffer, a DeviceBuffer moved in, or a Param<SharedBuffer<T>>'s value. Unowned pointers
+/// are the caller's business (docs/multi-gpu.md).
+template <class P, std::size_t N, class A>
+void note_foreign(ForeignArgs<N>& out, std::size_t index, const A& a, CUcontext kernel) {
+  using B = Bare<A>;
+  if constexpr (!std::is_pointer_v<P>)
+    return;
+  else if constexpr (IsSharedBuffer<B>::value || IsDeviceBuffer<B>::value)
+    note_buffer(out, index, a, kernel);
+  else if constexpr (IsParamResolved<B>::value) {
+    if constexpr (IsSharedBuffer<Bare<decltype(a.value)>>::value) note_buffer(out, index, a.value, kernel);
+  }
+}
+
 /// Raises `f`'s CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES to `bytes` if a launch asks for
 /// more than 48 KiB and more than tether already raised it to (cuFuncSetAttribute; never lowers
 /// it). Throws DriverError naming the kernel and the size when the driver refuses.
@@ -157,6 +204,14 @@ TETHER_EXPORT namespace tether {
 /// after it is added (cuGraphKernelNodeSetAttribute) or passed to cuLaunchKernelEx by stream work;
 /// an executable update refuses a Launch that sets any. An update with a spec must name the
 /// kernel the node already runs (UsageError otherwise). Since 0.5.
+///
+/// Buffers of another device (since 0.7): a kept buffer argument whose memory belongs to another
+/// context than the kernel's is noted when the spec is made, and every consumer enables peer
+/// access from the kernel's context to the buffer's device before its driver call
+/// (`Context::enable_peer_access`: one driver call per pair and context, then a cached bit). Where
+/// the machine cannot connect the two devices, the consumer throws UsageError naming the
+/// argument's position, both devices and the kernel, before its driver call. A `tether::unowned`
+/// pointer to another device's memory is the caller's business: enable the access by hand.
 template <class... P>
 class Spec<KernelNode<P...>> : public detail::SpecKeeping<Spec<KernelNode<P...>>> {
   using Base = detail::SpecKeeping<Spec<KernelNode<P...>>>;
@@ -200,6 +255,13 @@ class Spec<KernelNode<P...>> : public detail::SpecKeeping<Spec<KernelNode<P...>>
   Spec(LaunchBound bound, detail::What what, const detail::KernelInfo& info, K&& kernel, const Launch& l, A&&... args)
       : Base(CU_GRAPH_NODE_TYPE_KERNEL), checked_(check(what.text, l, args...)), values_{detail::kernel_value<P>(args)...},
         info_(&info) {
+    // Why before the owners: a DeviceBuffer argument is moved into them. Why only once contexts of
+    // two devices exist: before that no buffer can be another device's.
+    if constexpr (kPointers > 0)
+      if (detail::several_devices.load(std::memory_order_relaxed)) [[unlikely]]
+        [&]<std::size_t... I>(std::index_sequence<I...>) {
+          (detail::note_foreign<P>(foreign_, I, args, info.context), ...);
+        }(std::index_sequence_for<A...>{});
     if (l.attributes()) attributed_.emplace(l);
     CUDA_KERNEL_NODE_PARAMS_v3& p = params_.kernel;
     p.func = info.function;
@@ -244,9 +306,13 @@ class Spec<KernelNode<P...>> : public detail::SpecKeeping<Spec<KernelNode<P...>>
   }
   const detail::KernelInfo* info() const noexcept { return info_; }
   bool has_attributes() const noexcept { return attributed_.has_value(); }
-  /// What every consumer does first: raises the kernel's dynamic shared memory limit if the
-  /// launch needs it (cuFuncSetAttribute).
+  /// What every consumer does first: enables peer access from the kernel's context to the
+  /// devices of its buffers of other devices (cuCtxEnablePeerAccess, once per pair), then raises
+  /// the kernel's dynamic shared memory limit if the launch needs it (cuFuncSetAttribute).
   void prepare(const detail::DriverTable& drv, CUcontext, std::string_view what) const {
+    if constexpr (kPointers > 0)
+      if (foreign_.count) [[unlikely]]
+        foreign_.enable(*info_->owner, info_->name, what);
     if (params_.kernel.sharedMemBytes > 48u * 1024u)
       detail::raise_dynamic_shared(drv, info_->function, info_->name, params_.kernel.sharedMemBytes, what);
   }
@@ -354,6 +420,10 @@ class Spec<KernelNode<P...>> : public detail::SpecKeeping<Spec<KernelNode<P...>>
   // The whole Launch only when it sets attributes (the dimensions and the dynamic shared memory
   // are in the driver parameters): copying it cost about 25 instructions on every kernel spec.
   std::optional<Launch> attributed_;
+  // Buffer arguments of other devices, whose peer access `prepare` enables (none: count 0; a
+  // kernel without pointer parameters has no room for any).
+  static constexpr std::size_t kPointers = (std::size_t{std::is_pointer_v<P>} + ... + 0);
+  [[no_unique_address]] std::conditional_t<(kPointers > 0), detail::ForeignArgs<kPointers>, std::tuple<>> foreign_;
 };
 
 /// A kernel node's spec: `k` launched with `launch` and `args` (see Spec<KernelNode<P...>>).
