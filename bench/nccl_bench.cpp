@@ -11,6 +11,9 @@
 //                   buffers), GraphExec::launch every iteration.
 //   raw graph:      the same raw calls captured once (cuStreamBeginCapture ... cuGraphInstantiate),
 //                   cuGraphLaunch every iteration.
+//   raw graph + uo: the raw graph with as many user objects retained on it as tether's executable
+//                   holds (one per node version and one for the executable's owners): what CUDA's
+//                   per-launch reference keeping costs, apart from tether's own code.
 //
 // Each repetition runs M iterations and synchronizes once; a barrier starts the ranks together.
 // The figure is rank 0's median over repetitions of the time per iteration; ratios are tether to
@@ -42,7 +45,8 @@ double median(std::vector<double> v) {
 }
 
 struct Figures {
-  double tether_stream = 0, raw_stream = 0, tether_graph = 0, raw_graph = 0;
+  double tether_stream = 0, raw_stream = 0, tether_graph = 0, raw_graph = 0, raw_graph_uo = 0;
+  std::size_t user_objects = 0;
 };
 
 }  // namespace
@@ -103,12 +107,26 @@ int main(int argc, char** argv) {
           s.launch(noop, Grid{1}, Block{32}, g);
         };
         GraphExec tether_exec = tether::capture(s, tether_step).instantiate();
-        CUgraph raw_graph = nullptr;
-        CUgraphExec raw_exec = nullptr;
-        REQ(t.get<Entry::cuStreamBeginCapture>()(s.get(), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
-        raw_step();
-        REQ(t.get<Entry::cuStreamEndCapture>()(s.get(), &raw_graph));
+        CUgraph raw_graph = nullptr, raw_graph_uo = nullptr;
+        CUgraphExec raw_exec = nullptr, raw_exec_uo = nullptr;
+        for (CUgraph* g : {&raw_graph, &raw_graph_uo}) {
+          REQ(t.get<Entry::cuStreamBeginCapture>()(s.get(), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+          raw_step();
+          REQ(t.get<Entry::cuStreamEndCapture>()(s.get(), g));
+        }
+        // tether's executable holds one user object per node version (node_count of them, the
+        // anonymous ones of its graph included in inspect's count) and its accumulator.
+        const Inspection in = inspect(tether_exec);
+        std::size_t uos = 1;
+        for (const auto& gi : in.graphs) uos += gi.nodes.size() + (gi.anonymous_owners ? 1 : 0);
+        for (std::size_t i = 0; i < uos; ++i) {
+          CUuserObject uo = nullptr;
+          REQ(t.get<Entry::cuUserObjectCreate>()(&uo, nullptr, &bench::raw_dtor, 1u,
+                                                  static_cast<unsigned>(CU_USER_OBJECT_NO_DESTRUCTOR_SYNC)));
+          REQ(t.get<Entry::cuGraphRetainUserObject>()(raw_graph_uo, uo, 1u, static_cast<unsigned>(CU_GRAPH_USER_OBJECT_MOVE)));
+        }
         REQ(t.get<Entry::cuGraphInstantiateWithFlags>()(&raw_exec, raw_graph, 0));
+        REQ(t.get<Entry::cuGraphInstantiateWithFlags>()(&raw_exec_uo, raw_graph_uo, 0));
         auto time = [&](auto&& one) {
           std::vector<double> per;
           for (int rep = 0; rep < reps; ++rep) {
@@ -124,14 +142,17 @@ int main(int argc, char** argv) {
         raw_step();
         tether_exec.launch(s);
         REQ(t.get<Entry::cuGraphLaunch>()(raw_exec, s.get()));
+        REQ(t.get<Entry::cuGraphLaunch>()(raw_exec_uo, s.get()));
         s.synchronize();
         Figures fig;
+        fig.user_objects = uos;
         fig.tether_stream = time(tether_step);
         fig.raw_stream = time(raw_step);
         fig.tether_graph = time([&] { tether_exec.launch(s); });
         fig.raw_graph = time([&] { REQ(t.get<Entry::cuGraphLaunch>()(raw_exec, s.get())); });
-        REQ(t.get<Entry::cuGraphExecDestroy>()(raw_exec));
-        REQ(t.get<Entry::cuGraphDestroy>()(raw_graph));
+        fig.raw_graph_uo = time([&] { REQ(t.get<Entry::cuGraphLaunch>()(raw_exec_uo, s.get())); });
+        for (CUgraphExec e : {raw_exec, raw_exec_uo}) REQ(t.get<Entry::cuGraphExecDestroy>()(e));
+        for (CUgraph g : {raw_graph, raw_graph_uo}) REQ(t.get<Entry::cuGraphDestroy>()(g));
         if (r == 0) results[si] = fig;
         sync.arrive_and_wait();
       }
@@ -144,8 +165,11 @@ int main(int argc, char** argv) {
     std::printf("%-10d %9.0f ns %9.0f ns %9.0f ns %9.0f ns %8.2f %8.2f %8.2f\n", sizes[si], f.tether_stream, f.raw_stream,
                 f.tether_graph, f.raw_graph, f.tether_stream / f.raw_stream, f.tether_graph / f.raw_graph,
                 f.tether_graph / f.tether_stream);
-    std::printf("RESULT size=%d tether_stream_ns=%.0f raw_stream_ns=%.0f tether_graph_ns=%.0f raw_graph_ns=%.0f\n",
-                sizes[si], f.tether_stream, f.raw_stream, f.tether_graph, f.raw_graph);
+    std::printf("%-10s raw graph + %zu user objects: %.0f ns (tether graph / that: %.2f)\n", "", f.user_objects,
+                f.raw_graph_uo, f.tether_graph / f.raw_graph_uo);
+    std::printf("RESULT size=%d tether_stream_ns=%.0f raw_stream_ns=%.0f tether_graph_ns=%.0f raw_graph_ns=%.0f "
+                "raw_graph_uo_ns=%.0f user_objects=%zu\n",
+                sizes[si], f.tether_stream, f.raw_stream, f.tether_graph, f.raw_graph, f.raw_graph_uo, f.user_objects);
   }
   tether::reclaim();
   return nccl::wait_closed() ? 0 : 1;

@@ -221,3 +221,40 @@ TEST_CASE("the module exports the simulator's twins by function and what a Kerne
   CHECK(scale.module() == m);
   CHECK(scale.context() == ctx);
 }
+
+TEST_CASE("the module exports the NCCL layer, its errors and types, the simulator's NCCL hooks and peer access") {
+  std::error_code c = tether::nccl::Errc::invalid_usage;  // is_error_code_enum + make_error_code through ADL
+  CHECK(c.category() == tether::nccl::nccl_category());
+  CHECK(tether::nccl::result_name(6) == "ncclRemoteError");
+  tether::nccl::Error e("ncclAllReduce", 5, "bad", "doing it");
+  CHECK(std::string(e.what()) ==
+        "ncclAllReduce failed with ncclInvalidUsage (5: invalid usage (run with NCCL_DEBUG=WARN for details)) while "
+        "doing it; NCCL: bad");
+  CHECK(e.code() == tether::nccl::Errc::invalid_usage);
+  tether::nccl::Unavailable u(tether::Unavailable::too_old, "old");
+  CHECK(u.reason() == tether::Unavailable::too_old);
+  CHECK(tether::nccl::to_string(tether::nccl::DataType::bfloat16) == "bfloat16");
+  CHECK(tether::nccl::to_string(tether::nccl::ReduceOp::avg) == "avg");
+  static_assert(tether::nccl::ElementType<float>::value == tether::nccl::DataType::float32);
+  static_assert(tether::nccl::ElementType<tether::nccl::Float8E5M2>::value == tether::nccl::DataType::float8e5m2);
+  static_assert(tether::nccl::Element<tether::nccl::Half> && !tether::nccl::Element<char*>);
+  CHECK(tether::nccl::whole == static_cast<std::size_t>(-1));
+  CHECK_FALSE(static_cast<bool>(tether::nccl::UniqueId{}));
+  tether::nccl::CommunicatorOptions o;
+  CHECK(o.watchdog.count() == 0);
+  CHECK_FALSE(o.check_sequences);
+  tether::nccl::Communicator none;
+  CHECK(none.get() == static_cast<ncclComm*>(nullptr));
+  tether::nccl::CommunicatorCounts counts = tether::nccl::communicator_counts();
+  CHECK(counts.closing == 0);
+  tether::Runtime rt = tether::Runtime::open();
+  CHECK(tether::nccl::describe(rt).starts_with("NCCL "));
+  if (rt.kind() == tether::DriverKind::simulated) {
+    tether::sim::NcclStats s = tether::sim::nccl_stats();
+    CHECK(s.communicators == 0);
+    CHECK(tether::sim::nccl_call_count("ncclAllReduce") == 0);
+  }
+  tether::Context ctx = rt.context(0);
+  CHECK(ctx.can_access_peer(ctx));
+  ctx.enable_peer_access(ctx);  // the same device: nothing to do
+}

@@ -9,7 +9,9 @@ set -uo pipefail
 build=${1:-build}
 shift || true
 export TETHER_DRIVER=${TETHER_DRIVER:-cuda}
-out=${OUT:-/tmp}
+# Every log goes to one folder, packed into $OUT/logs.tgz at the end (the device tool brings back
+# few files).
+out=$(mktemp -d)
 status=0
 pass=0 fail=0
 for t in tests/unit_tests tests/selection_tests tests/module_surface_test tests/conformance_tests tests/commit_alloc_tests tests/dsl_tests tests/capture_tests tests/introspect_tests tests/hardening/hardening_tests tests/reliability_tests tests/module_only_test tests/mem_pool_tests tests/cuda/function_twin_tests tests/cuda/runtime_kernel_tests tests/cuda/cuda_import_tests tests/multi/multi_device_tests tests/nccl/nccl_tests; do
@@ -33,4 +35,5 @@ for e in "$build"/examples/[0-9]*; do
   if "$e" >"$out/$(basename "$e").log" 2>&1; then pass=$((pass + 1)); echo "$(basename "$e"): ok"; else fail=$((fail + 1)); status=1; echo "$(basename "$e"): FAILED"; cat "$out/$(basename "$e").log"; fi
 done
 echo "gpu: $pass passed, $fail failed"
+[ -n "${OUT:-}" ] && tar czf "$OUT/logs.tgz" -C "$out" .
 exit $status

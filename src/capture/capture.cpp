@@ -216,19 +216,23 @@ constexpr const char* kIdentifying = "identifying a captured node (its owners st
 //   handle, which an update or a removal would turn into a change of another node).
 // Anything else on the stream in between (a join of another branch, a dependency update) leaves
 // the node anonymous.
-CUgraphNode identify_captured(const DriverTable& t, CUstream s, const Frontier& before, CUgraphNodeType type) {
-  if (!before.known) return nullptr;
-  const CUgraphNode* deps = nullptr;
-  std::size_t n = 0;
+// The stream's capture dependency set after an operation (the driver's array, valid until the next
+// call on the stream); false, reported, if the driver did not answer.
+bool deps_after(const DriverTable& t, CUstream s, const CUgraphNode*& deps, std::size_t& n) {
   CUstreamCaptureStatus status{};
   CUresult q = raw<Entry::cuStreamGetCaptureInfo>(t, s, &status, static_cast<cuuint64_t*>(nullptr),
                                                   static_cast<CUgraph*>(nullptr), &deps,
                                                   static_cast<const CUgraphEdgeData**>(nullptr), &n);
-  if (q != CUDA_SUCCESS) {
-    report_failure(t, Entry::cuStreamGetCaptureInfo, q, kIdentifying);
-    return nullptr;
-  }
-  if (n != 1 || !deps) return nullptr;
+  if (q == CUDA_SUCCESS) return true;
+  report_failure(t, Entry::cuStreamGetCaptureInfo, q, kIdentifying);
+  return false;
+}
+
+CUgraphNode identify_captured(const DriverTable& t, CUstream s, const Frontier& before, CUgraphNodeType type) {
+  if (!before.known) return nullptr;
+  const CUgraphNode* deps = nullptr;
+  std::size_t n = 0;
+  if (!deps_after(t, s, deps, n) || n != 1 || !deps) return nullptr;
   constexpr std::size_t kMaxChain = 1024;
   thread_local std::vector<CUgraphNode> chain, preds;
   chain.clear();
@@ -330,8 +334,8 @@ CUresult end_capture(const DriverTable& t, CUstream s, CUgraph* g) noexcept {
   CUgraph again = nullptr;
   if (raw<Entry::cuStreamEndCapture>(t, s, &again) == CUDA_SUCCESS && again)
     if (CUresult d = raw<Entry::cuGraphDestroy>(t, again); d != CUDA_SUCCESS)
-      report_error("destroying the graph of a capture whose first end failed",
-                   std::string(result_name(d)) + " (its owners are leaked)");
+      report_failure(t, Entry::cuGraphDestroy, d,
+                     "destroying the graph of a capture whose first end failed (its owners are leaked)");
   return r;
 }
 
@@ -350,7 +354,7 @@ void discard(CaptureState& st) noexcept {
   }
   if (r == CUDA_SUCCESS && g)
     if (CUresult d = raw<Entry::cuGraphDestroy>(t, g); d != CUDA_SUCCESS)
-      report_error("destroying a discarded capture's graph", std::string(result_name(d)) + " (its owners are leaked)");
+      report_failure(t, Entry::cuGraphDestroy, d, "destroying a discarded capture's graph (its owners are leaked)");
   free_records(st);
   retire_capture(st);
 }
@@ -603,14 +607,7 @@ CUgraphNode identify_foreign(const DriverTable& t, CUstream s, const Frontier& b
   if (!before.known) return nullptr;
   const CUgraphNode* deps = nullptr;
   std::size_t n = 0;
-  CUstreamCaptureStatus status{};
-  if (CUresult q = raw<Entry::cuStreamGetCaptureInfo>(t, s, &status, static_cast<cuuint64_t*>(nullptr),
-                                                      static_cast<CUgraph*>(nullptr), &deps,
-                                                      static_cast<const CUgraphEdgeData**>(nullptr), &n);
-      q != CUDA_SUCCESS) {
-    report_failure(t, Entry::cuStreamGetCaptureInfo, q, kIdentifying);
-    return nullptr;
-  }
+  if (!deps_after(t, s, deps, n)) return nullptr;
   constexpr std::size_t kMaxWalk = 64;
   const std::span<const CUgraphNode> start = before.nodes();
   std::vector<CUgraphNode> seen, todo(deps, deps + n), preds;
@@ -665,8 +662,19 @@ void submit_foreign(std::span<ForeignPart> parts, FunctionRef<bool()> issue, Fun
     std::size_t count = 0;
     std::shared_ptr<CaptureState> cap;
   };
-  std::vector<Streamed> st;
-  st.reserve(parts.size());
+  // Most calls have one part (a collective) or a few (a group): no allocation for up to four.
+  constexpr std::size_t kInline = 4;
+  std::array<Streamed, kInline> inline_st{};
+  std::vector<Streamed> heap_st;
+  std::size_t count_st = 0;
+  if (parts.size() > kInline) heap_st.reserve(parts.size());
+  auto add = [&](Streamed x) {
+    if (parts.size() > kInline)
+      heap_st.push_back(std::move(x));
+    else
+      inline_st[count_st] = std::move(x);
+    ++count_st;
+  };
   for (ForeignPart& p : parts) {
     if (!p.stream) throw_empty(what, "Stream");
     const ContextState& cs = StreamAccess::state(*p.stream, what);
@@ -675,15 +683,25 @@ void submit_foreign(std::span<ForeignPart> parts, FunctionRef<bool()> issue, Fun
       throw UsageError(fmt::format("{}: this stream was adopted without memory for its owners; make it with "
                                    "Context::make_stream",
                                    what));
-    st.push_back(Streamed{&p, &cs, burst, {}, {}, {}, 0, nullptr});
+    add(Streamed{&p, &cs, burst, {}, {}, {}, 0, nullptr});
   }
+  const std::span<Streamed> st = parts.size() > kInline ? std::span<Streamed>(heap_st)
+                                                         : std::span<Streamed>(inline_st.data(), count_st);
   // Why each stream's lock for the whole call, taken in one order: as for submit, the capture
   // dependency set read before the call is the one the call appends to.
   std::sort(st.begin(), st.end(), [](const Streamed& a, const Streamed& b) { return a.burst < b.burst; });
-  std::vector<std::unique_lock<std::mutex>> locks;
-  locks.reserve(st.size() * 2);
-  for (std::size_t i = 0; i < st.size(); ++i)
-    if (i == 0 || st[i].burst != st[i - 1].burst) locks.emplace_back(st[i].burst->mu);
+  struct Locks {  // the bursts' locks, released in reverse order of taking
+    std::span<Streamed> st;
+    std::size_t taken = 0;
+    ~Locks() { unlock_all(); }
+    void unlock_all() noexcept {
+      for (std::size_t i = taken; i-- > 0;)
+        if (i == 0 || st[i].burst != st[i - 1].burst) st[i].burst->mu.unlock();
+      taken = 0;
+    }
+  } locks{st};
+  for (std::size_t i = 0; i < st.size(); ++i, locks.taken = i)
+    if (i == 0 || st[i].burst != st[i - 1].burst) st[i].burst->mu.lock();
   bool invalidated = false;
   const DriverTable* invalid_table = nullptr;
   for (Streamed& x : st) {
@@ -751,7 +769,7 @@ void submit_foreign(std::span<ForeignPart> parts, FunctionRef<bool()> issue, Fun
     x.cap->anonymous += x.count;
   }
   graph_locks.clear();
-  locks.clear();
+  locks.unlock_all();
   if (!ok) raise();
 }
 

@@ -261,24 +261,26 @@ tether::CaptureResult tether::Builder<Derived, InBody>::capture(const Stream& st
 // ------------------------------------------------------------------ definitions of Stream's work
 // Why outside the export block: out-of-line member definitions redeclare exported entities.
 
-template <class... P, class... A>
-tether::Node<tether::KernelNode<P...>> tether::Stream::launch(const Kernel<P...>& k, const Launch& l,
-                                                              A&&... args) const {
+template <class... P, class L, class... A>
+tether::Node<tether::KernelNode<P...>> tether::Stream::launch_with(const Kernel<P...>& k, const L& config,
+                                                                   A&&... args) const {
   static_assert(detail::KernelArgsCheck<std::tuple<P...>, A&&...>::ok);
   const detail::ContextState& cs = state("Stream::launch");
-  Spec<KernelNode<P...>> spec(detail::What{"Stream::launch"}, *detail::KernelAccess::info(k), k, l,
+  Spec<KernelNode<P...>> spec(detail::What{"Stream::launch"}, *detail::KernelAccess::info(k), k, config,
                               std::forward<A>(args)...);
   return detail::enqueue_as(*this, cs, spec, "Stream::launch");
 }
 
 template <class... P, class... A>
+tether::Node<tether::KernelNode<P...>> tether::Stream::launch(const Kernel<P...>& k, const Launch& l,
+                                                              A&&... args) const {
+  return launch_with(k, l, std::forward<A>(args)...);
+}
+
+template <class... P, class... A>
 tether::Node<tether::KernelNode<P...>> tether::Stream::launch(const Kernel<P...>& k, const Param<Launch>& l,
                                                               A&&... args) const {
-  static_assert(detail::KernelArgsCheck<std::tuple<P...>, A&&...>::ok);
-  const detail::ContextState& cs = state("Stream::launch");
-  Spec<KernelNode<P...>> spec(detail::What{"Stream::launch"}, *detail::KernelAccess::info(k), k, l,
-                              std::forward<A>(args)...);
-  return detail::enqueue_as(*this, cs, spec, "Stream::launch");
+  return launch_with(k, l, std::forward<A>(args)...);
 }
 
 template <class... P, class... A>

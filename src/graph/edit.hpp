@@ -92,22 +92,14 @@ class Builder {
   /// limit (cuFuncSetAttribute, see Launch::shared_memory). `add(tether::kernel(k, launch, args...))`.
   template <class... P, class... A>
   Node<KernelNode<P...>> launch(const Kernel<P...>& k, const Launch& launch, A&&... args) {
-    static_assert(detail::KernelArgsCheck<std::tuple<P...>, A&&...>::ok);
-    detail::Site s = site("Edit::launch");
-    Spec<KernelNode<P...>> spec(detail::What{"Edit::launch"}, *detail::KernelAccess::info(k), k, launch,
-                                std::forward<A>(args)...);
-    return add_spec(s, spec, "Edit::launch");
+    return launch_with(k, launch, std::forward<A>(args)...);
   }
   /// A kernel node whose launch configuration is dynamic parameter `launch`: made with its current
   /// Launch, and bound to it (`set(launch, l)` here or in an executable changes the node's grid,
   /// block and dynamic shared memory). Otherwise as above; UsageError for an empty parameter.
   template <class... P, class... A>
   Node<KernelNode<P...>> launch(const Kernel<P...>& k, const Param<Launch>& launch, A&&... args) {
-    static_assert(detail::KernelArgsCheck<std::tuple<P...>, A&&...>::ok);
-    detail::Site s = site("Edit::launch");
-    Spec<KernelNode<P...>> spec(detail::What{"Edit::launch"}, *detail::KernelAccess::info(k), k, launch,
-                                std::forward<A>(args)...);
-    return add_spec(s, spec, "Edit::launch");
+    return launch_with(k, launch, std::forward<A>(args)...);
   }
   /// Shorthand for `launch(k, Launch{grid, block}, args...)`.
   template <class... P, class... A>
@@ -262,6 +254,15 @@ class Builder {
 
  protected:
   detail::Site site(std::string_view what) { return static_cast<Derived&>(*this).site(what); }
+  // Both launch spellings: `config` is a Launch or a Param<Launch>.
+  template <class... P, class L, class... A>
+  Node<KernelNode<P...>> launch_with(const Kernel<P...>& k, const L& config, A&&... args) {
+    static_assert(detail::KernelArgsCheck<std::tuple<P...>, A&&...>::ok);
+    detail::Site s = site("Edit::launch");
+    Spec<KernelNode<P...>> spec(detail::What{"Edit::launch"}, *detail::KernelAccess::info(k), k, config,
+                                std::forward<A>(args)...);
+    return add_spec(s, spec, "Edit::launch");
+  }
   static Owners take_keeping(detail::Site& s) { return s.keeping ? std::move(*s.keeping) : Owners{}; }
   /// The one add path: the spec's parameters and owners (plus the site's extra owners).
   template <class K>

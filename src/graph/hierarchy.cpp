@@ -226,7 +226,7 @@ Hierarchy::~Hierarchy() {
   if (r == CUDA_ERROR_NOT_PERMITTED)
     defer_new<GraphDestroyJob>("deferring a graph's destruction to the reclaimer (it is leaked)", d, root);
   else if (r != CUDA_SUCCESS)
-    report_error("destroying a graph", std::string(result_name(r)) + " (its owners are leaked)");
+    report_failure(*d, Entry::cuGraphDestroy, r, "destroying a graph (its owners are leaked)");
 }
 
 Box& Hierarchy::add_box(CUgraph g, Box* parent, NodeRecord* owner, BoxKind kind) {

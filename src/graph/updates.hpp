@@ -109,27 +109,14 @@ class NodeUpdates {
   /// any (UsageError).
   template <class... P, class... A>
   void update(const Node<KernelNode<P...>>& node, const Launch& launch, A&&... args) {
-    static_assert(detail::KernelArgsCheck<std::tuple<P...>, A&&...>::ok);
-    self().update_made(node, [&] {
-      // The kernel is the one the node already runs: its versions keep it (the node was checked).
-      std::shared_ptr<const detail::KernelInfo> kernel = detail::kernel_of(node);
-      const detail::KernelInfo& info = *kernel;
-      return Spec<KernelNode<P...>>(detail::What{Derived::update_names.update}, info, std::move(kernel), launch,
-                                    std::forward<A>(args)...);
-    });
+    update_with(node, launch, std::forward<A>(args)...);
   }
   /// The same with dynamic parameter `launch` as the launch configuration: the node's new version
   /// takes its current Launch and binds it (a version made without it is unbound). An executable
   /// refuses a launch parameter whose Launch sets attributes, as above.
   template <class... P, class... A>
   void update(const Node<KernelNode<P...>>& node, const Param<Launch>& launch, A&&... args) {
-    static_assert(detail::KernelArgsCheck<std::tuple<P...>, A&&...>::ok);
-    self().update_made(node, [&] {
-      std::shared_ptr<const detail::KernelInfo> kernel = detail::kernel_of(node);
-      const detail::KernelInfo& info = *kernel;
-      return Spec<KernelNode<P...>>(detail::What{Derived::update_names.update}, info, std::move(kernel), launch,
-                                    std::forward<A>(args)...);
-    });
+    update_with(node, launch, std::forward<A>(args)...);
   }
   /// Shorthand for `update(node, Launch{grid, block}, args...)`.
   template <class... P, class... A>
@@ -183,6 +170,18 @@ class NodeUpdates {
 
  private:
   Derived& self() noexcept { return static_cast<Derived&>(*this); }
+  // Both launch spellings of a kernel update: `config` is a Launch or a Param<Launch>.
+  template <class... P, class L, class... A>
+  void update_with(const Node<KernelNode<P...>>& node, const L& config, A&&... args) {
+    static_assert(detail::KernelArgsCheck<std::tuple<P...>, A&&...>::ok);
+    self().update_made(node, [&] {
+      // The kernel is the one the node already runs: its versions keep it (the node was checked).
+      std::shared_ptr<const detail::KernelInfo> kernel = detail::kernel_of(node);
+      const detail::KernelInfo& info = *kernel;
+      return Spec<KernelNode<P...>>(detail::What{Derived::update_names.update}, info, std::move(kernel), config,
+                                    std::forward<A>(args)...);
+    });
+  }
 };
 
 }  // namespace tether

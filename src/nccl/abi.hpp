@@ -10,6 +10,7 @@
 
 #include "../config.hpp"
 #include "../prelude.hpp"
+#include "types.hpp"
 
 struct ncclComm;  // nccl.h's opaque communicator: `typedef struct ncclComm* ncclComm_t;`
 
@@ -17,34 +18,11 @@ namespace tether::detail::nccl_abi {
 
 using Comm = ::ncclComm*;
 
-/// ncclResult_t.
-enum class Result : int {
-  success = 0,
-  unhandled_cuda_error = 1,
-  system_error = 2,
-  internal_error = 3,
-  invalid_argument = 4,
-  invalid_usage = 5,
-  remote_error = 6,
-  in_progress = 7,
-};
-/// ncclDataType_t.
-enum class DataType : int {
-  int8 = 0,
-  uint8 = 1,
-  int32 = 2,
-  uint32 = 3,
-  int64 = 4,
-  uint64 = 5,
-  float16 = 6,
-  float32 = 7,
-  float64 = 8,
-  bfloat16 = 9,
-  float8e4m3 = 10,
-  float8e5m2 = 11,
-};
-/// ncclRedOp_t (the built-in operations).
-enum class RedOp : int { sum = 0, prod = 1, max = 2, min = 3, avg = 4 };
+/// ncclResult_t, ncclDataType_t and ncclRedOp_t: the public enumerations (types.hpp), which have
+/// NCCL's values (abi_check.cpp compares them with nccl.h).
+using Result = nccl::Errc;
+using DataType = nccl::DataType;
+using RedOp = nccl::ReduceOp;
 
 inline constexpr std::size_t kUniqueIdBytes = 128;  // NCCL_UNIQUE_ID_BYTES
 /// ncclUniqueId, passed by value as NCCL passes it.

@@ -143,15 +143,6 @@ UniqueId::operator bool() const noexcept {
 
 namespace tether::detail {
 
-// The public enumerations are NCCL's values, as abi.hpp's are.
-static_assert(static_cast<int>(nccl::DataType::float8e5m2) == static_cast<int>(nccl_abi::DataType::float8e5m2) &&
-              static_cast<int>(nccl::DataType::bfloat16) == static_cast<int>(nccl_abi::DataType::bfloat16) &&
-              static_cast<int>(nccl::DataType::float32) == static_cast<int>(nccl_abi::DataType::float32) &&
-              static_cast<int>(nccl::DataType::uint64) == static_cast<int>(nccl_abi::DataType::uint64));
-static_assert(static_cast<int>(nccl::ReduceOp::avg) == static_cast<int>(nccl_abi::RedOp::avg) &&
-              static_cast<int>(nccl::ReduceOp::min) == static_cast<int>(nccl_abi::RedOp::min));
-static_assert(static_cast<int>(nccl::Errc::in_progress) == static_cast<int>(nccl_abi::Result::in_progress) &&
-              static_cast<int>(nccl::Errc::remote_error) == static_cast<int>(nccl_abi::Result::remote_error));
 static_assert(nccl::UniqueId::size == nccl_abi::kUniqueIdBytes);
 
 namespace {

@@ -30,6 +30,25 @@ Counts& counts() {
   static Counts* c = new Counts;  // immortal: communicators may close during exit
   return *c;
 }
+// Set when the process exits: NCCL's threads and its library's static state are torn down then,
+// and an NCCL call racing with that crashed a process on the H200 (a communicator destroyed by its
+// closing thread during exit). From then on nothing more is handed to NCCL: what is left goes with
+// the process, as tether leaves what it cannot release safely at exit.
+std::atomic<bool> g_exiting{false};
+void on_exit() noexcept {
+  g_exiting.store(true, std::memory_order_release);
+  Counts& c = counts();
+  std::unique_lock lock(c.mu);
+  // Closing threads already running finish first (NCCL's destroy of a communicator whose graphs are
+  // gone returns within its proxy's poll, half a second); a bounded wait, as one may wait for graphs
+  // that outlive the program.
+  c.cv.wait_for(lock, std::chrono::seconds(10), [&] { return c.closing == 0 && c.jobs == 0; });
+}
+void watch_exit() noexcept {
+  static std::once_flag once;
+  std::call_once(once, [] { std::atexit(&on_exit); });
+}
+
 void count_done(std::size_t Counts::*field) noexcept {
   Counts& c = counts();
   std::lock_guard lock(c.mu);
@@ -78,6 +97,9 @@ struct CommState {
   nccl::CommunicatorOptions options;
   std::mutex mu;  // every NCCL call on `comm` but ncclCommAbort
   std::atomic<bool> aborted{false};
+  // An asynchronous error NCCL reported to a tether call (0: none seen): launches of executables
+  // holding collectives on it are refused without asking NCCL each time.
+  std::atomic<int> failed{0};
   mutable std::mutex reason_mu;
   std::string reason;  // why it was aborted
 
@@ -105,6 +127,10 @@ namespace {
 // timeout, for every graph that captured work on a communicator of its process, and across
 // processes for the other local ranks' destroys; no tether thread and no caller may wait for that.
 void close_on_own_thread(const NcclTable* t, ContextPtr ctx, ::ncclComm* comm, bool abort, std::string label) noexcept {
+  if (g_exiting.load(std::memory_order_acquire)) {
+    (void)new ContextPtr(std::move(ctx));  // NCCL may be gone: the communicator and its context go with the process
+    return;
+  }
   {
     Counts& c = counts();
     std::lock_guard lock(c.mu);
@@ -149,6 +175,10 @@ void close_on_own_thread(const NcclTable* t, ContextPtr ctx, ::ncclComm* comm, b
 class Jobs {
  public:
   void post(std::function<void()> job) noexcept {
+    if (g_exiting.load(std::memory_order_acquire)) {
+      (void)new std::function<void()>(std::move(job));  // leaked with what it holds: see on_exit
+      return;
+    }
     try {
       std::lock_guard lock(mu_);
       if (!started_) {
@@ -245,6 +275,15 @@ void check_comm(const CommState* comm, const char* what) {
   if (!comm) throw_empty(what, "Communicator");
 }
 
+namespace {
+// For the members that call nothing and take no lock shared with the driver's threads (the
+// queries, and abort, which hands NCCL's call to a thread of its own): they answer anywhere, a
+// host callback included.
+void check_live(const CommState* comm, const char* what) {
+  if (!comm) throw_empty(what, "Communicator");
+}
+}  // namespace
+
 void throw_empty_operand(const char* what, const char* role) {
   throw UsageError(fmt::format("{}: the {} buffer is empty", what, role));
 }
@@ -289,7 +328,7 @@ struct Desc {
   int root;
   std::size_t count;
 };
-std::string describe(const Desc& d) {
+std::string describe_collective(const Desc& d) {
   const std::string_view k = kind_name(d.kind), t = nccl::to_string(d.type), op = nccl::to_string(d.op);
   switch (d.kind) {
     case CollectiveKind::all_reduce: return fmt::format("{} of {} {} ({})", k, d.count, t, op);
@@ -302,6 +341,7 @@ std::string describe(const Desc& d) {
   }
   return std::string(k);
 }
+std::string describe_collective(const CollectiveCall& c) { return describe_collective(Desc{c.kind, c.type, c.op, c.root_or_peer, c.count}); }
 
 }  // namespace
 
@@ -315,7 +355,7 @@ struct CollectiveNote final : ScannedOwner {
   CollectiveNote(std::shared_ptr<CommState> c, Desc d, std::uint64_t s) : comm(std::move(c)), desc(d), stamp(s) {}
   CollectiveNote(const CollectiveNote&) = default;
   friend std::string tether_owner_label(const CollectiveNote& n) {
-    return fmt::format("{} on Communicator {}", describe(n.desc), n.comm->label());
+    return fmt::format("{} on Communicator {}", describe_collective(n.desc), n.comm->label());
   }
   friend void tether_owner_scan(const CollectiveNote& n, OwnerScan& s) { s.found.push_back(&n); }
 };
@@ -357,7 +397,7 @@ void check_call(const CommState& cs, const ContextState& stream_ctx, CollectiveC
   auto need = [&](const NcclOperand& op, const char* role, std::size_t elements) {
     if (op.elements < elements)
       throw UsageError(fmt::format("{}: the {} buffer holds {} {}; the {} needs {}", what, role, op.elements,
-                                   nccl::to_string(c.type), describe(Desc{c.kind, c.type, c.op, c.root_or_peer, c.count}),
+                                   nccl::to_string(c.type), describe_collective(Desc{c.kind, c.type, c.op, c.root_or_peer, c.count}),
                                    elements));
   };
   switch (c.kind) {
@@ -398,8 +438,21 @@ void check_usable_locked(const CommState& cs, std::string_view what) {
   Result async = Result::success;
   if (Result r = cs.nccl->ncclCommGetAsyncError(cs.comm, &async); r != Result::success)
     throw_nccl_error(*cs.nccl, NcclEntry::ncclCommGetAsyncError, r, fmt::format("{}: asking {} for its state", what, cs.label()));
-  if (async != Result::success && async != Result::in_progress)
+  if (async != Result::success && async != Result::in_progress) {
+    const_cast<CommState&>(cs).failed.store(static_cast<int>(async), std::memory_order_release);
     throw_nccl_error(*cs.nccl, NcclEntry::ncclCommGetAsyncError, async,
+                     fmt::format("{}: the communicator ({}) reported an asynchronous error, so it cannot run more work; "
+                                 "drop it and everything that holds it (tether then aborts it) and make a new one",
+                                 what, cs.label()));
+  }
+}
+
+// What a launch checks per communicator, without a call to NCCL (a launch costs nothing more):
+// an abort, and an asynchronous error a tether call or the watchdog saw.
+void check_launchable(const CommState& cs, std::string_view what) {
+  if (cs.aborted.load(std::memory_order_acquire)) throw_aborted(cs, what);
+  if (const int e = cs.failed.load(std::memory_order_acquire); e != 0)
+    throw_nccl_error(*cs.nccl, NcclEntry::ncclCommGetAsyncError, static_cast<Result>(e),
                      fmt::format("{}: the communicator ({}) reported an asynchronous error, so it cannot run more work; "
                                  "drop it and everything that holds it (tether then aborts it) and make a new one",
                                  what, cs.label()));
@@ -469,6 +522,10 @@ class Watchdog {
   }
   // Whether `w` is settled (finished, expired and acted on, or failed).
   static bool check(Watch& w) noexcept {
+    if (g_exiting.load(std::memory_order_acquire)) {  // the driver may be going: leave the event
+      (void)new ContextPtr(std::move(w.ctx));
+      return true;
+    }
     const DriverTable& drv = *w.ctx->table;
     // A query from a GLOBAL-mode thread would invalidate other threads' stream captures.
     relax_capture_mode(drv);
@@ -538,12 +595,24 @@ namespace {
 thread_local Group* t_group = nullptr;
 }  // namespace
 
+// A group's collectives wait here, checked, until the outermost group ends; NCCL sees them only
+// then, between one ncclGroupStart and its ncclGroupEnd. Why not call NCCL as they come, as a raw
+// group would: a failure of tether's own calls before the group's end (reading a stream's capture
+// state, staging owners on a captured graph) would then leave NCCL's group open on this thread,
+// queuing every later NCCL call of the thread forever (the NCCL failure sweep found it).
 struct Group::Pending {
+  struct Op {
+    std::shared_ptr<detail::CommState> comm;
+    CUstream stream;
+    detail::CollectiveCall call;
+  };
   const detail::NcclTable* nccl = nullptr;
-  bool started = false;  // ncclGroupStart was called
-  std::vector<detail::ForeignPart> parts;  // one per stream
-  std::vector<std::shared_ptr<detail::CommState>> comms;
-  std::vector<std::string> what;  // the collectives, for the watchdog
+  std::vector<detail::ForeignPart> parts;  // one per stream, with the owners of its collectives
+  std::vector<Op> ops;
+  ~Pending() {
+    for (detail::ForeignPart& p : parts)
+      if (!p.owners.empty()) detail::defer(std::move(p.owners));  // released on the reclaimer, as always
+  }
 };
 
 Group::Group() noexcept : outer_(t_group) { t_group = this; }
@@ -564,34 +633,57 @@ void Group::end() {
                      "thread); end the inner one first");
   ended_ = true;
   t_group = outer_;
-  if (outer_ || !pending_ || !pending_->started) return;  // an inner group's work is the outermost's
+  if (outer_ || !pending_ || pending_->ops.empty()) return;  // an inner group's work is the outermost's
+  std::unique_ptr<Pending> owned = std::move(pending_);
+  Pending& p = *owned;
   detail::check_calls_allowed("nccl::Group::end");
-  Pending& p = *pending_;
-  std::sort(p.comms.begin(), p.comms.end());
-  p.comms.erase(std::unique(p.comms.begin(), p.comms.end()), p.comms.end());
-  detail::Result r = detail::Result::success;
-  if (p.comms.empty()) {  // every operation was refused: only NCCL's group is left to close
-    if ((r = p.nccl->ncclGroupEnd()) != detail::Result::success)
-      detail::throw_nccl_error(*p.nccl, detail::NcclEntry::ncclGroupEnd, r, "ending an empty group of NCCL operations");
-    return;
+  std::vector<std::shared_ptr<detail::CommState>> comms;
+  for (const Pending::Op& op : p.ops) comms.push_back(op.comm);
+  std::sort(comms.begin(), comms.end());
+  comms.erase(std::unique(comms.begin(), comms.end()), comms.end());
+  for (const auto& c : comms) {  // before NCCL sees anything: a refusal leaves nothing behind
+    std::lock_guard lock(c->mu);
+    detail::NcclContext cx(*c->drv, c->ctx->context);
+    detail::check_usable_locked(*c, "nccl::Group::end");
   }
+  detail::Result r = detail::Result::success;
+  detail::NcclEntry failed = detail::NcclEntry::ncclGroupEnd;
+  const Pending::Op* failed_op = nullptr;
   auto issue = [&] {
     std::vector<std::unique_lock<std::mutex>> locks;
-    for (const auto& c : p.comms) locks.emplace_back(c->mu);
-    // Group end launches on every communicator's device: the caller's context is put back after.
-    detail::NcclContext cx(*p.comms.front()->drv, p.comms.front()->ctx->context);
-    r = p.nccl->ncclGroupEnd();
+    for (const auto& c : comms) locks.emplace_back(c->mu);
+    // The group launches on every communicator's device: the caller's context is put back after.
+    detail::NcclContext cx(*comms.front()->drv, comms.front()->ctx->context);
+    if ((r = p.nccl->ncclGroupStart()) != detail::Result::success) {
+      failed = detail::NcclEntry::ncclGroupStart;
+      return false;
+    }
+    for (const Pending::Op& op : p.ops)
+      if (detail::Result q = detail::call_collective(*p.nccl, op.call, op.comm->comm, op.stream);
+          q != detail::Result::success && !failed_op) {
+        r = q;
+        failed = detail::entry_of(op.call.kind);
+        failed_op = &op;
+      }
+    // Always ended, so that the thread leaves NCCL's group; NCCL launches nothing of a group in
+    // which a call failed.
+    if (detail::Result q = p.nccl->ncclGroupEnd(); q != detail::Result::success && !failed_op) {
+      r = q;
+      failed = detail::NcclEntry::ncclGroupEnd;
+    }
     return r == detail::Result::success;
   };
   auto raise = [&] {
-    detail::throw_nccl_error(*p.nccl, detail::NcclEntry::ncclGroupEnd, r,
-                             fmt::format("ending a group of {} NCCL operation(s)", p.what.size()));
+    std::string what = failed_op ? fmt::format("{} on {}, in a group of {} NCCL operation(s)",
+                                               detail::describe_collective(failed_op->call), failed_op->comm->label(), p.ops.size())
+                                 : fmt::format("ending a group of {} NCCL operation(s)", p.ops.size());
+    detail::throw_nccl_error(*p.nccl, failed, r, std::move(what));
   };
   detail::submit_foreign(p.parts, issue, raise, "nccl::Group::end");
   // The watchdog watches each stream of the group that was not capturing.
   std::vector<std::weak_ptr<detail::CommState>> watched;
   std::chrono::milliseconds limit{0};
-  for (const auto& c : p.comms)
+  for (const auto& c : comms)
     if (c->options.watchdog.count() > 0) {
       watched.push_back(c);
       limit = limit.count() == 0 ? c->options.watchdog : std::min(limit, c->options.watchdog);
@@ -600,7 +692,8 @@ void Group::end() {
     for (detail::ForeignPart& part : p.parts)
       if (!part.captured)
         detail::watch(watched, *part.stream, limit,
-                      fmt::format("a group of {} NCCL operation(s) ({}...) queued on a stream", p.what.size(), p.what.front()));
+                      fmt::format("a group of {} NCCL operation(s) ({} on {}, ...) queued on a stream", p.ops.size(),
+                                  detail::describe_collective(p.ops.front().call), p.ops.front().comm->label()));
 }
 
 }  // namespace tether::nccl
@@ -628,7 +721,7 @@ NodeRef nccl_collective(const std::shared_ptr<CommState>& comm, const Stream& st
   const ContextState& sctx = StreamAccess::state(stream, what);
   check_call(cs, sctx, c, what);
   const Desc desc{c.kind, c.type, c.op, c.root_or_peer, c.count};
-  std::string label = fmt::format("{} on {}", describe(desc), cs.label());
+  auto label = [&] { return fmt::format("{} on {}", describe_collective(desc), cs.label()); };  // made only where it is shown
   owners += Owners{CollectiveNote(comm, desc, g_stamp.fetch_add(1, std::memory_order_relaxed) + 1)};
   Result r = Result::success;
   auto issue = [&] {
@@ -638,39 +731,31 @@ NodeRef nccl_collective(const std::shared_ptr<CommState>& comm, const Stream& st
     r = call_collective(*cs.nccl, c, cs.comm, stream.get());
     return r == Result::success;
   };
-  auto raise = [&] { throw_nccl_error(*cs.nccl, entry_of(c.kind), r, label); };
+  auto raise = [&] { throw_nccl_error(*cs.nccl, entry_of(c.kind), r, label()); };
 
   if (nccl::Group* g = GroupAccess::outermost()) {
-    // Queued by NCCL until the outermost group ends; the owners wait in that group.
+    // Checked now, issued to NCCL at the outermost group's end (Group::Pending says why).
+    if (cs.aborted.load(std::memory_order_acquire)) throw_aborted(cs, what);
     auto& p = GroupAccess::pending(*g);
     if (p.nccl && p.nccl != cs.nccl)
       throw UsageError(fmt::format("{}: an nccl::Group holds operations of one NCCL; this communicator uses another",
                                    what));
-    p.parts.reserve(p.parts.size() + 1);  // room first: nothing can fail once NCCL queued the operation
-    p.comms.reserve(p.comms.size() + 1);
-    p.what.reserve(p.what.size() + 1);
+    p.ops.reserve(p.ops.size() + 1);  // room first: nothing can fail once the owners moved
+    p.parts.reserve(p.parts.size() + 1);
     auto part = std::find_if(p.parts.begin(), p.parts.end(), [&](const ForeignPart& x) { return x.stream->get() == stream.get(); });
-    if (!p.started) {
-      if (Result s = cs.nccl->ncclGroupStart(); s != Result::success)
-        throw_nccl_error(*cs.nccl, NcclEntry::ncclGroupStart, s, "starting a group of NCCL operations");
-      p.started = true;
-      p.nccl = cs.nccl;
-    }
-    if (!issue()) raise();
-    if (part == p.parts.end()) {
+    p.nccl = cs.nccl;
+    p.ops.push_back({comm, stream.get(), c});
+    if (part == p.parts.end())
       p.parts.push_back(ForeignPart{&stream, std::move(owners), {}, false});
-    } else {
+    else
       part->owners += std::move(owners);
-    }
-    p.comms.push_back(comm);
-    p.what.push_back(std::move(label));
     return {};
   }
 
   ForeignPart part{&stream, std::move(owners), {}, false};
   submit_foreign({&part, 1}, issue, raise, what);
   if (!part.captured && cs.options.watchdog.count() > 0)
-    watch({comm}, stream, cs.options.watchdog, fmt::format("{} queued on a stream", label));
+    watch({comm}, stream, cs.options.watchdog, fmt::format("{} queued on a stream", label()));
   return std::move(part.node);
 }
 
@@ -756,6 +841,7 @@ std::shared_ptr<CommState> make_state(const NcclTable& t, const Context& ctx, ::
     s->device = s->ctx->device;
     s->options = options;
     launch_observer_factory.store(&make_collective_observer, std::memory_order_release);
+    watch_exit();
     return s;
   } catch (...) {
     close_on_own_thread(&t, state_of(ctx), comm, false, fmt::format("rank {} of {}", rank, size));
@@ -867,20 +953,20 @@ std::vector<Communicator> Communicator::create_all(std::span<const Context> cont
 }
 
 int Communicator::rank() const {
-  detail::check_comm(s_.get(), "Communicator::rank");
+  detail::check_live(s_.get(), "Communicator::rank");
   return s_->rank;
 }
 int Communicator::size() const {
-  detail::check_comm(s_.get(), "Communicator::size");
+  detail::check_live(s_.get(), "Communicator::size");
   return s_->size;
 }
 Context Communicator::context() const {
-  detail::check_comm(s_.get(), "Communicator::context");
+  detail::check_live(s_.get(), "Communicator::context");
   return detail::context_from(s_->ctx);
 }
 ::ncclComm* Communicator::get() const noexcept { return s_ ? s_->comm : nullptr; }
 const CommunicatorOptions& Communicator::options() const {
-  detail::check_comm(s_.get(), "Communicator::options");
+  detail::check_live(s_.get(), "Communicator::options");
   return s_->options;
 }
 
@@ -894,19 +980,21 @@ Errc Communicator::async_error() const {
   detail::Result async = detail::Result::success;
   if (detail::Result r = cs.nccl->ncclCommGetAsyncError(cs.comm, &async); r != detail::Result::success)
     detail::throw_nccl_error(*cs.nccl, detail::NcclEntry::ncclCommGetAsyncError, r, fmt::format("{} on {}", what, cs.label()));
+  if (async != detail::Result::success && async != detail::Result::in_progress)
+    cs.failed.store(static_cast<int>(async), std::memory_order_release);
   return static_cast<Errc>(async);
 }
 
 void Communicator::abort(std::string_view why) const {
-  detail::check_comm(s_.get(), "Communicator::abort");
+  detail::check_live(s_.get(), "Communicator::abort");
   s_->abort(std::string(why));
 }
 bool Communicator::aborted() const {
-  detail::check_comm(s_.get(), "Communicator::aborted");
+  detail::check_live(s_.get(), "Communicator::aborted");
   return s_->aborted.load(std::memory_order_acquire);
 }
 std::string Communicator::abort_reason() const {
-  detail::check_comm(s_.get(), "Communicator::abort_reason");
+  detail::check_live(s_.get(), "Communicator::abort_reason");
   return s_->abort_reason();
 }
 
@@ -966,7 +1054,7 @@ Summary summarize(const std::vector<Desc>& seq) {
 }
 
 std::string describe_packed(const Packed& p) {
-  return describe(Desc{static_cast<CollectiveKind>(p.kind), static_cast<nccl::DataType>(p.type),
+  return describe_collective(Desc{static_cast<CollectiveKind>(p.kind), static_cast<nccl::DataType>(p.type),
                        static_cast<nccl::ReduceOp>(p.op), p.root, static_cast<std::size_t>(p.count)});
 }
 
@@ -987,12 +1075,7 @@ class CollectiveObserver final : public LaunchObserver {
   }
 
   void before_launch(const Stream&) override {
-    for (const PerComm& c : comms_) {
-      CommState& cs = *c.comm;
-      std::lock_guard lock(cs.mu);
-      NcclContext cx(*cs.drv, cs.ctx->context);
-      check_usable_locked(cs, "GraphExec::launch (an executable holding NCCL collectives)");
-    }
+    for (const PerComm& c : comms_) check_launchable(*c.comm, "GraphExec::launch (an executable holding NCCL collectives)");
     if (!checks_) return;
     std::lock_guard lock(check_mu_);
     if (checked_) return;
@@ -1008,7 +1091,7 @@ class CollectiveObserver final : public LaunchObserver {
       for (const PerComm& c : comms_) n += c.sequence.size();
       watch(watched_, stream, limit_,
             fmt::format("a launch of an executable holding {} NCCL collective(s) (the first: {} on {})", n,
-                        describe(comms_.front().sequence.front()), comms_.front().comm->label()));
+                        describe_collective(comms_.front().sequence.front()), comms_.front().comm->label()));
     } catch (const std::exception& e) {
       report_error("watching a launch of an executable holding NCCL collectives", e.what());
     }

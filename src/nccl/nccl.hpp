@@ -10,6 +10,7 @@
 #include "../prelude.hpp"
 #include "../capture/capture.hpp"
 #include "../resources/buffer.hpp"
+#include "types.hpp"
 
 struct ncclComm;  // nccl.h's opaque communicator (`ncclComm_t` is `ncclComm*`)
 
@@ -21,19 +22,6 @@ struct GroupAccess;
 }  // namespace tether::detail
 
 TETHER_EXPORT namespace tether::nccl {
-
-/// NCCL's results (`ncclResult_t`, the same values) as a scoped enum usable with
-/// `std::error_code`: `error.code() == nccl::Errc::invalid_usage`.
-enum class Errc : int {
-  success = 0,
-  unhandled_cuda_error = 1,
-  system_error = 2,
-  internal_error = 3,
-  invalid_argument = 4,
-  invalid_usage = 5,
-  remote_error = 6,
-  in_progress = 7,
-};
 
 /// The `std::error_category` of NCCL results ("nccl"); `message(ev)` is NCCL's own text for the
 /// result (`ncclGetErrorString`'s, built in: no library needed). Thread safety: immutable.
@@ -92,21 +80,6 @@ std::string describe(const Runtime& rt);
 /// `ncclGetVersion`'s code of that NCCL (22809 for 2.28.9). Throws Unavailable.
 int version(const Runtime& rt);
 
-/// NCCL's element types (`ncclDataType_t`, the same values).
-enum class DataType : int {
-  int8 = 0,
-  uint8 = 1,
-  int32 = 2,
-  uint32 = 3,
-  int64 = 4,
-  uint64 = 5,
-  float16 = 6,
-  float32 = 7,
-  float64 = 8,
-  bfloat16 = 9,
-  float8e4m3 = 10,
-  float8e5m2 = 11,
-};
 /// "float32", ...
 std::string_view to_string(DataType t) noexcept;
 
@@ -161,9 +134,6 @@ struct ElementType<Float8E5M2> : std::integral_constant<DataType, DataType::floa
 template <class T>
 concept Element = requires { ElementType<std::remove_cv_t<T>>::value; };
 
-/// NCCL's built-in reductions (`ncclRedOp_t`, the same values). `avg` divides the sum by the
-/// number of ranks (integer division for integer types).
-enum class ReduceOp : int { sum = 0, prod = 1, max = 2, min = 3, avg = 4 };
 /// "sum", ...
 std::string_view to_string(ReduceOp op) noexcept;
 
@@ -240,7 +210,9 @@ class Group;
 /// the queries of emptiness throws UsageError. Thread safety: the handle is a shared reference (a
 /// copy is the same communicator); its members may be called from any thread, and tether
 /// serialises its NCCL calls on one communicator (NCCL does not allow concurrent calls on one).
-/// Not usable inside a host callback (UsageError).
+/// Inside a host callback the members that call NCCL or the driver (creation, collectives,
+/// `async_error`, `register_buffer`) throw UsageError; the queries and `abort` (whose NCCL call
+/// runs on a thread of its own) answer there too.
 class Communicator {
  public:
   /// What `inspect` shows for a communicator a node owns: "Communicator rank 0 of 2 (device 0)".
@@ -651,6 +623,3 @@ Communicator RegisteredBuffer<T>::communicator() const noexcept {
 }
 
 }  // namespace tether::nccl
-
-template <>
-struct std::is_error_code_enum<tether::nccl::Errc> : std::true_type {};

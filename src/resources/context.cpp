@@ -65,12 +65,15 @@ void defer_release(const DriverTable* t, CUcontext ctx, ContextPtr keep, const R
 // Makes `ctx` current for a release without throwing. On the reclaimer (a thread tether owns) the
 // context is set and left current, so a batch of releases costs one query each; on any other
 // thread it is pushed and popped, leaving that thread as it was. Sets `pop` when a pop is owed.
-CUresult enter_context(const DriverTable& t, CUcontext ctx, bool& pop) noexcept {
+// `failed` receives the entry point that failed, for the report.
+CUresult enter_context(const DriverTable& t, CUcontext ctx, bool& pop, Entry& failed) noexcept {
   pop = false;
   CUcontext cur = nullptr;
+  failed = Entry::cuCtxGetCurrent;
   CUresult r = raw<Entry::cuCtxGetCurrent>(t, &cur);
   if (r != CUDA_SUCCESS) return r;
   if (cur == ctx) return CUDA_SUCCESS;
+  failed = on_reclaimer_thread() ? Entry::cuCtxSetCurrent : Entry::cuCtxPushCurrent;
   if (on_reclaimer_thread()) return raw<Entry::cuCtxSetCurrent>(t, ctx);
   r = raw<Entry::cuCtxPushCurrent>(t, ctx);
   pop = r == CUDA_SUCCESS;
@@ -92,9 +95,10 @@ void release_core(const DriverTable* t, CUcontext ctx, ContextPtr keep, const Re
   if (draining_here()) relax_capture_mode(*t);  // never an application thread's own mode
   bool pop = false;
   if (ctx) {
-    CUresult entered = enter_context(*t, ctx, pop);
+    Entry failed = Entry::cuCtxGetCurrent;
+    CUresult entered = enter_context(*t, ctx, pop, failed);
     if (entered == CUDA_ERROR_NOT_PERMITTED && !as_job) return defer_release(t, ctx, std::move(keep), h, what);
-    if (entered != CUDA_SUCCESS) return report_failure(*t, Entry::cuCtxSetCurrent, entered, what);
+    if (entered != CUDA_SUCCESS) return report_failure(*t, failed, entered, what);
   }
   CUresult r = CUDA_SUCCESS;
   if (blocks_while_callbacks_run(entry)) {

@@ -224,6 +224,9 @@ class Stream {
   friend struct detail::StreamAccess;
   explicit Stream(detail::UniqueHandle<CUstream, detail::DestroyStream> h) noexcept : handle_(std::move(h)) {}
   const detail::ContextState& state(const char* what) const;
+  // Both launch spellings: `config` is a Launch or a Param<Launch>.
+  template <class... P, class L, class... A>
+  Node<KernelNode<P...>> launch_with(const Kernel<P...>& k, const L& config, A&&... args) const;
 
   detail::UniqueHandle<CUstream, detail::DestroyStream> handle_;
 };

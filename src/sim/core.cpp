@@ -648,10 +648,13 @@ CUresult sim_cuCtxEnablePeerAccess(CUcontext peer_ctx, unsigned flags) {
   if (flags != 0) return fail(CUDA_ERROR_INVALID_VALUE, "cuCtxEnablePeerAccess: Flags is reserved and must be 0");
   Ctx* p = ctx_of(peer_ctx);
   if (!p) return fail(CUDA_ERROR_INVALID_CONTEXT, "cuCtxEnablePeerAccess: the peer is not a context");
+  // cuda.h says CUDA_ERROR_INVALID_CONTEXT "if the current context is peerContext"; the H200
+  // answered CUDA_ERROR_PEER_ACCESS_UNSUPPORTED (a device cannot peer-access itself:
+  // cuDeviceCanAccessPeer(d, d) is 0), as tests/multi checks on both drivers.
   if (p->device == c->device)
-    return fail(CUDA_ERROR_INVALID_DEVICE,
-                fmt::format("cuCtxEnablePeerAccess: the peer context is of the current context's own device {} (its "
-                            "memory needs no peer access)",
+    return fail(CUDA_ERROR_PEER_ACCESS_UNSUPPORTED,
+                fmt::format("cuCtxEnablePeerAccess: the peer context is the current context (device {}; its memory "
+                            "needs no peer access)",
                             c->device));
   if (!peer_supported(c->device, p->device))
     return fail(CUDA_ERROR_PEER_ACCESS_UNSUPPORTED,

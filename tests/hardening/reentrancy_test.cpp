@@ -80,6 +80,7 @@ TEST_CASE_FIXTURE(Fixture, "every call that reaches the driver or a tether lock 
   std::vector<float> host(4, 3.0f);
   const Image image = Image::from_file(beside_executable("kernels.fatbin"));
   MemPool pool = MemPool::create(ctx);
+  nccl::Communicator comm = nccl::Communicator::create(ctx, nccl::UniqueId::generate(rt), 1, 0);
 
   const Table members = {
       {"Graph{ctx}", [&] { Graph g{ctx}; }},
@@ -157,6 +158,14 @@ TEST_CASE_FIXTURE(Fixture, "every call that reaches the driver or a tether lock 
       {"DeviceBuffer::copy_to", [&] { dbuf.copy_to(host); }},
       {"DeviceBuffer::fill_bytes", [&] { dbuf.fill_bytes(0); }},
       {"tether::wait_released(ctx, timeout)", [&] { (void)wait_released_of(ctx, 100ms); }},
+      {"nccl::UniqueId::generate(rt)", [&] { (void)nccl::UniqueId::generate(rt); }},
+      {"nccl::Communicator::create", [&] { (void)nccl::Communicator::create(ctx, nccl::UniqueId{}, 1, 0); }},
+      {"nccl::Communicator::create_all", [&] { (void)nccl::Communicator::create_all(std::vector<Context>{ctx}); }},
+      {"Communicator::all_reduce", [&] { (void)comm.all_reduce(s, buf, buf); }},
+      {"Communicator::send", [&] { (void)comm.send(s, buf, 0); }},
+      {"Communicator::async_error", [&] { (void)comm.async_error(); }},
+      {"Communicator::register_buffer", [&] { (void)comm.register_buffer(buf); }},
+      {"nccl::alloc<float>(ctx, n)", [&] { (void)nccl::alloc<float>(ctx, 4); }},
   };
 
   auto outcomes = std::make_shared<std::vector<Outcome>>();
