@@ -106,7 +106,9 @@ int main(int argc, char** argv) {
           comm.all_reduce(s, g, g);
           s.launch(noop, Grid{1}, Block{32}, g);
         };
-        GraphExec tether_exec = tether::capture(s, tether_step).instantiate();
+        // THREAD_LOCAL, as the raw capture: ranks are threads, and a GLOBAL capture on one would refuse
+        // the other's instantiations.
+        GraphExec tether_exec = tether::capture(s, CaptureMode::thread_local_, tether_step).instantiate();
         CUgraph raw_graph = nullptr, raw_graph_uo = nullptr;
         CUgraphExec raw_exec = nullptr, raw_exec_uo = nullptr;
         for (CUgraph* g : {&raw_graph, &raw_graph_uo}) {

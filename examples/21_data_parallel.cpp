@@ -17,7 +17,6 @@ import tether;
 #include <vector>
 
 #include "twins.hpp"  // the simulator twins of kernels.cu: examples::register_twins()
-
 constexpr int n = 1024, steps = 3;
 constexpr float lr = 0.1f;
 // [id]
@@ -28,13 +27,12 @@ tether::nccl::UniqueId exchange(const tether::Runtime& rt, int rank, const std::
     std::ofstream(file + ".tmp") << id.to_hex() << std::flush;
     return std::rename((file + ".tmp").c_str(), file.c_str()), id;  // whole or absent, never half written
   }
-  std::string hex;
+  std::string hex;  // then wait for the file
   while (!(std::ifstream(file) >> hex)) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   return tether::nccl::UniqueId::from_hex(hex);
 }
 // [id]
-
-bool run_rank(const tether::Runtime& rt, const std::string& dir, int rank, int ranks, const std::string& file) {
+bool run_rank(const tether::Runtime& rt, const std::string& dir, int rank, int ranks, const std::string& file) try {
   tether::Context ctx = rt.context(rank);
   tether::Stream stream = ctx.make_stream();
   tether::Module mod = ctx.load_module(tether::Image::from_file(dir + "kernels.fatbin"));
@@ -48,7 +46,7 @@ bool run_rank(const tether::Runtime& rt, const std::string& dir, int rank, int r
     tether::nccl::Communicator comm = tether::nccl::Communicator::create(ctx, exchange(rt, rank, file), ranks, rank);
     tether::SharedBuffer<float> g = ctx.alloc<float>(n).share();  // this rank's gradient
     const tether::Launch launch{tether::Grid{n / 256}, tether::Block{256}};
-    step = tether::capture(stream, [&] {
+    step = tether::capture(stream, tether::CaptureMode::thread_local_, [&] {  // ranks may be threads
              stream.memcpy(g, w);
              stream.launch(scale, launch, g, static_cast<float>(rank + 1), n);  // g = (rank + 1) * w
              comm.all_reduce(stream, g, g);                                     // g = the sum over ranks
@@ -73,6 +71,8 @@ bool run_rank(const tether::Runtime& rt, const std::string& dir, int rank, int r
   tether::wait_released(ctx);  // (here, so that the count printed at the end is 0)
   // [loop]
   return right;
+} catch (const std::exception& e) {  // in a thread of its own: an exception would end the process
+  return std::fprintf(stderr, "rank %d: %s\n", rank, e.what()) < 0;
 }
 
 int main(int argc, char** argv) try {

@@ -653,7 +653,9 @@ void Group::end() {
     std::vector<std::unique_lock<std::mutex>> locks;
     for (const auto& c : comms) locks.emplace_back(c->mu);
     // The group launches on every communicator's device: the caller's context is put back after.
+    // RELAXED, as for a single collective (NCCL connects ranks at their first use).
     detail::NcclContext cx(*comms.front()->drv, comms.front()->ctx->context);
+    detail::RelaxedScope relaxed(*comms.front()->drv);
     if ((r = p.nccl->ncclGroupStart()) != detail::Result::success) {
       failed = detail::NcclEntry::ncclGroupStart;
       return false;
@@ -728,6 +730,11 @@ NodeRef nccl_collective(const std::shared_ptr<CommState>& comm, const Stream& st
     std::lock_guard lock(cs.mu);
     NcclContext cx(*cs.drv, cs.ctx->context);
     check_usable_locked(cs, what);
+    // RELAXED: NCCL connects ranks at their first collective (NCCL_RUNTIME_CONNECT, the default),
+    // enabling peer access and allocating, which a GLOBAL-mode capture on any thread prohibits:
+    // on two H200s of one process the first captured all_reduce failed so ("failed to peer with
+    // device 1: operation not permitted when stream is capturing").
+    RelaxedScope relaxed(*cs.drv);
     r = call_collective(*cs.nccl, c, cs.comm, stream.get());
     return r == Result::success;
   };

@@ -616,6 +616,7 @@ struct Comm {
   bool aborted = false;
   Result async_error = Result::success;
   bool ever_captured = false;
+  bool connected = false;  // whether its first multi-rank launch made NCCL's connections
   int persistent_refs = 0;
   int in_flight = 0;
   std::uint64_t coll_seq = 0;
@@ -1571,6 +1572,28 @@ void discard(std::vector<Comm*>& inits) {
 
 // ncclGroupEndInternal: the outermost end runs the group; a blocking group saves the thread's
 // device and sets it again afterwards (NCCL's cudaGetDevice/cudaSetDevice), except on failure.
+// NCCL connects a communicator's ranks at their first launch (NCCL_RUNTIME_CONNECT, the default
+// since 2.22): it enables peer access and allocates its buffers on the launching thread, which is
+// an unsafe call in a capture. On two H200s a first all_reduce captured in GLOBAL mode failed so:
+// "failed to peer with device 1: operation not permitted when stream is capturing" (ncclInternalError).
+Result connect(const std::vector<Queued>& ops) {
+  World& t = world();
+  for (const Queued& q : ops) {
+    {
+      std::lock_guard lock(t.mu);
+      if (q.comm->nranks < 2 || q.comm->connected) continue;
+    }
+    if (unsafe_call_guard("cuCtxEnablePeerAccess") != CUDA_SUCCESS)
+      return failure(Result::internal_error,
+                     fmt::format("failed to peer with device {}: operation not permitted when stream is capturing "
+                                 "(rank {} connects to its peers at its first collective, NCCL_RUNTIME_CONNECT)",
+                                 (q.comm->device + 1) % device_count(), q.comm->rank));
+    std::lock_guard lock(t.mu);
+    q.comm->connected = true;
+  }
+  return Result::success;
+}
+
 Result group_end_internal() {
   GroupState& g = t_group;
   if (g.depth == 0) return failure(Result::invalid_usage, "ncclGroupEnd: not in a group call.");
@@ -1590,6 +1613,7 @@ Result group_end_internal() {
   if (ops.empty() && inits.empty() && reclaims.empty()) return Result::success;
   const int saved = runtime_device();
   if (Result r = run_jobs(inits, reclaims); r != Result::success) return r;
+  if (Result r = connect(ops); r != Result::success) return r;
   if (Result r = launch_all(ops); r != Result::success) return r;
   set_device(saved);
   return Result::success;

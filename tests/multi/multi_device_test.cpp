@@ -95,6 +95,8 @@ class ReleaseSpy {
     t_.set<Entry::cuModuleUnload>(&Spied<Entry::cuModuleUnload>::fn);
   }
   ~ReleaseSpy() {
+    // The reclaimer reads these entries: it finishes what it was given before they are put back.
+    tether::wait_reclaimed(std::chrono::seconds(10));
     t_.set<Entry::cuMemFreeAsync>(Spied<Entry::cuMemFreeAsync>::original);
     t_.set<Entry::cuModuleUnload>(Spied<Entry::cuModuleUnload>::original);
   }
@@ -574,6 +576,8 @@ TEST_CASE_FIXTURE(MultiFixture, "a capture forked onto a stream of another devic
   CHECK(wait_released(*ctx1));
   CHECK(ReleaseSpy::frees_of(a0) == std::vector<CUcontext>{ctx.get()});
   CHECK(ReleaseSpy::frees_of(a1) == std::vector<CUcontext>{ctx1->get()});
+  out0 = SharedBuffer<float>{};  // released while the spy still watches
+  CHECK(wait_released(ctx));
 }
 
 TEST_SUITE_END();

@@ -6,8 +6,15 @@
 // have every entry point, as missing one.
 #include <cstdlib>
 
-extern "C" __attribute__((visibility("default"))) int ncclGetVersion(int* version) {
+// The loader calls ncclGetVersion through tether's ABI type, whose result is tether::nccl::Errc
+// (ncclResult_t's values). Built as C++ with UBSan's function check, this definition must have that
+// very type, or the call is reported as one through a pointer of the wrong function type.
+namespace tether::nccl {
+enum class Errc : int;
+}
+
+extern "C" __attribute__((visibility("default"))) tether::nccl::Errc ncclGetVersion(int* version) {
   const char* v = std::getenv("FAKE_NCCL_VERSION");
   *version = v ? std::atoi(v) : 21000;
-  return 0;
+  return static_cast<tether::nccl::Errc>(0);  // ncclSuccess
 }

@@ -60,6 +60,8 @@ struct NcclFixture {
   }
 
   /// Runs `fn(rank, ctx)` on `n` threads, rank r on device r, and rethrows the first exception.
+  /// Ranks that are threads capture in CaptureMode::thread_local_: a GLOBAL capture on one rank
+  /// would refuse another rank's allocations and instantiations (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED).
   template <class F>
   void on_ranks(int n, F&& fn) {
     std::vector<std::exception_ptr> errors(static_cast<std::size_t>(n));

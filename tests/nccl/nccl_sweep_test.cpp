@@ -377,7 +377,7 @@ class NcclSweep : public NcclFixture {
                                                                  "ncclGroupEnd failed with ");
           if (group_end_report) ++group_reports;
           if (verbose()) fmt::print("  {} | {} #{}: thrown: {}\n", sc.name, call.entry, nth, *error);
-          CHECK_MESSAGE((reps.empty() || group_end_report), "thrown (" << *error << ") and also reported: " << reps.front());
+          CHECK_MESSAGE((reps.empty() || group_end_report), "thrown (" << *error << ") and also reported: " << (reps.empty() ? "" : reps.front()));
           if (sc.thrown) sc.thrown(w);
         } else if (!reps.empty()) {
           ++reported;

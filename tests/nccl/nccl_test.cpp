@@ -226,7 +226,7 @@ TEST_CASE("collectives captured into a graph run again at every launch and keep 
         nccl::Communicator c = nccl::Communicator::create(ctx, id, n, r);
         SharedBuffer<float> x = filled<float>(ctx, 4, [](std::size_t) { return 1; });
         out = filled<float>(ctx, 4, [](std::size_t) { return 0; });
-        Graph g = tether::capture(s, [&] {
+        Graph g = tether::capture(s, CaptureMode::thread_local_, [&] {
           c.all_reduce(s, x, x);  // in place: x doubles (n = 2) at every launch
           c.all_reduce(s, x, out);
         });
@@ -259,7 +259,7 @@ TEST_CASE("a captured collective's node is identified, and inspect names the col
     Stream s = ctx.make_stream();
     SharedBuffer<float> x = filled<float>(ctx, 8, [](std::size_t) { return 1; });
     Node<> node;
-    Graph g = tether::capture(s, [&] { node = c.all_reduce(s, x, x); });
+    Graph g = tether::capture(s, CaptureMode::thread_local_, [&] { node = c.all_reduce(s, x, x); });
     CHECK(node.valid());
     const std::string text = fmt::format("{}", inspect(g));
     CHECK_MESSAGE(text.find(fmt::format("all_reduce of 8 float32 (sum) on Communicator rank {} of 2 (device {})", r, r)) !=
@@ -283,7 +283,7 @@ TEST_CASE("a group's collectives captured on every rank keep their owners with t
     SharedBuffer<float> a = filled<float>(ctx, 3, [&](std::size_t) { return static_cast<float>(r + 1); });
     SharedBuffer<float> b = filled<float>(ctx, 3, [](std::size_t) { return 0; });
     SharedBuffer<float> got = filled<float>(ctx, 3, [](std::size_t) { return 0; });
-    Graph g = tether::capture(s, [&] {
+    Graph g = tether::capture(s, CaptureMode::thread_local_, [&] {
       nccl::Group grp;
       c.all_reduce(s, a, b);
       c.send(s, a, (r + 1) % n);
@@ -332,7 +332,7 @@ TEST_CASE("every order of dropping the communicator, its buffers, the graph, the
       std::optional<SharedBuffer<float>> ring = filled<float>(ctx, 16, [](std::size_t) { return 0; });
       SharedBuffer<float> watch = *recv;  // kept to read the result; watch.use_count() tells who else holds it
       SharedBuffer<float> watch_ring = *ring;
-      std::optional<Graph> g = tether::capture(*s, [&] {
+      std::optional<Graph> g = tether::capture(*s, CaptureMode::thread_local_, [&] {
         s->host([&open] {
           while (!open.load()) std::this_thread::sleep_for(200us);
         });
@@ -532,7 +532,7 @@ TEST_CASE("an asynchronous error refuses later collectives and launches, naming 
   Stream s = ctx.make_stream();
   SharedBuffer<float> x = filled<float>(ctx, 4, [](std::size_t) { return 1; });
   SharedBuffer<float> y = filled<float>(ctx, 4, [](std::size_t) { return 0; });
-  Graph g = tether::capture(s, [&] { c.all_reduce(s, x, y); });
+  Graph g = tether::capture(s, CaptureMode::thread_local_, [&] { c.all_reduce(s, x, y); });
   GraphExec e = g.instantiate();
   e.launch(s);
   s.synchronize();
@@ -567,7 +567,7 @@ TEST_CASE("an aborted communicator refuses collectives and launches, quoting why
   grp.end();
   s.synchronize();
   SharedBuffer<float> y = filled<float>(ctx, 4, [](std::size_t) { return 0; });
-  Graph g = tether::capture(s, [&] { c.all_reduce(s, x, y); });  // one rank out of place: a copy node
+  Graph g = tether::capture(s, CaptureMode::thread_local_, [&] { c.all_reduce(s, x, y); });  // one rank out of place: a copy node
   GraphExec e = g.instantiate();
   c.abort("the test stops this job");
   c.abort("again");  // idempotent: the first reason stays
@@ -628,7 +628,7 @@ TEST_CASE("the watchdog also watches launches of executables that hold collectiv
     nccl::Communicator c = nccl::Communicator::create(ctx, id, 2, r, o);
     Stream s = ctx.make_stream();
     SharedBuffer<float> x = filled<float>(ctx, 4, [](std::size_t) { return 1; });
-    Graph g = tether::capture(s, [&] { c.all_reduce(s, x, x); });
+    Graph g = tether::capture(s, CaptureMode::thread_local_, [&] { c.all_reduce(s, x, x); });
     GraphExec e = g.instantiate();
     if (r == 0) {
       e.launch(s);  // rank 1 never launches
@@ -658,7 +658,7 @@ TEST_CASE("with check_sequences, ranks whose executables hold different collecti
       nccl::Communicator c = nccl::Communicator::create(ctx, id, 2, r, o);
       Stream s = ctx.make_stream();
       SharedBuffer<float> x = filled<float>(ctx, 4, [](std::size_t) { return 1; });
-      Graph g = tether::capture(s, [&] {
+      Graph g = tether::capture(s, CaptureMode::thread_local_, [&] {
         c.all_reduce(s, x, x);
         if (same || r == 0)
           c.all_reduce(s, x, x, nccl::ReduceOp::max);
@@ -695,7 +695,7 @@ TEST_CASE("a registered buffer is deregistered only after its last consumer, wha
     CHECK(fmt::format("{}", detail::owner_label(*reg)) ==
           "RegisteredBuffer<float>[1024] on Communicator rank 0 of 1 (device 0)");
     if (f.simulated) CHECK(sim::nccl_stats().registrations == 1);
-    std::optional<Graph> g = tether::capture(s, [&] { c->all_reduce(s, *reg, *reg); });
+    std::optional<Graph> g = tether::capture(s, CaptureMode::thread_local_, [&] { c->all_reduce(s, *reg, *reg); });
     std::optional<GraphExec> e = g->instantiate();
     if (graph_last) {
       reg.reset();
@@ -737,7 +737,7 @@ TEST_CASE("NCCL memory is a buffer like any other, freed with ncclMemFree only a
   x->copy_from(std::vector<float>(300, 2.0f));
   std::optional<nccl::RegisteredBuffer<float>> reg = c->register_buffer(*x);
   SharedBuffer<float> y = filled<float>(ctx, 300, [](std::size_t) { return 0; });
-  GraphExec e = tether::capture(s, [&] { c->all_reduce(s, *reg, y); }).instantiate();
+  GraphExec e = tether::capture(s, CaptureMode::thread_local_, [&] { c->all_reduce(s, *reg, y); }).instantiate();
   if (f.simulated) CHECK(sim::nccl_stats().allocations == before + 1);
   reg.reset();
   x.reset();
