@@ -267,17 +267,22 @@ float bf16_decode(std::uint16_t b) {
 // One element type: how to load, store and combine its values. Integers wrap; the floating types
 // compute in float (double for float64) and round to the type after every step, as the device's
 // half, bfloat16 and fp8 arithmetic does.
+// Types the host computes in as they are stored: loaded, stored and rounded as themselves.
 template <class T>
-struct IntCodec {
-  using Acc = T;
-  static constexpr bool is_float = false;
-  static Acc load(const std::byte* p) {
+struct PlainCodec {
+  static T load(const std::byte* p) {
     T v;
     std::memcpy(&v, p, sizeof v);
     return v;
   }
-  static void store(std::byte* p, Acc v) { std::memcpy(p, &v, sizeof v); }
-  static Acc round(Acc v) { return v; }
+  static void store(std::byte* p, T v) { std::memcpy(p, &v, sizeof v); }
+  static T round(T v) { return v; }
+};
+
+template <class T>
+struct IntCodec : PlainCodec<T> {
+  using Acc = T;
+  static constexpr bool is_float = false;
   static Acc apply(RedOp op, Acc a, Acc b) {
     using U = std::make_unsigned_t<T>;
     switch (op) {
@@ -303,16 +308,9 @@ struct IntCodec {
 };
 
 template <class T>
-struct WideFloat {  // float, double
+struct WideFloat : PlainCodec<T> {  // float, double
   using Acc = T;
   static constexpr bool is_float = true;
-  static Acc load(const std::byte* p) {
-    T v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-  }
-  static void store(std::byte* p, Acc v) { std::memcpy(p, &v, sizeof v); }
-  static Acc round(Acc v) { return v; }
   static Acc apply(RedOp op, Acc a, Acc b) {
     switch (op) {
       case RedOp::prod:

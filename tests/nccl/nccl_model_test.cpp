@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "nccl/nccl_support.hpp"
+#include "support/rng.hpp"
 
 #if defined(__SANITIZE_THREAD__)
 #define TETHER_NCCL_MODEL_TSAN 1
@@ -81,22 +82,7 @@ bool trace() {
   return on;
 }
 
-/// splitmix64, as tests/reliability/model.hpp: the same sequence on every platform.
-class Rng {
- public:
-  explicit Rng(std::uint64_t seed) : s_(seed) {}
-  std::uint64_t next() {
-    std::uint64_t z = (s_ += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  std::size_t below(std::size_t n) { return static_cast<std::size_t>(next() % n); }
-  bool chance(double p) { return static_cast<double>(next() >> 11) * 0x1.0p-53 < p; }
-
- private:
-  std::uint64_t s_;
-};
+using Rng = tether_test::Rng;  // splitmix64, as the other model checker's (tests/support/rng.hpp)
 
 // The value of element i of a buffer holding pattern p: a source holds its own id's pattern, a
 // sink what the last collective into it copied (a sink that nothing wrote yet: pattern -1).

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "support/dsl_fixture.hpp"
+#include "support/report_log.hpp"
 #include "tether.hpp"
 
 namespace tether_test {
@@ -49,6 +50,21 @@ struct NcclFixture {
     ok &= tether::nccl::wait_closed(std::chrono::seconds(30));
     ok &= tether::wait_reclaimed(std::chrono::seconds(10));
     return ok;
+  }
+
+  /// A one-rank world on device 0, made current: its context, communicator and a stream.
+  struct OneRank {
+    tether::Context ctx;
+    tether::nccl::Communicator comm;
+    tether::Stream stream;
+  };
+  OneRank one_rank() const {
+    tether::Context ctx = rt.context(0);
+    ctx.make_current();
+    tether::nccl::Communicator comm =
+        tether::nccl::Communicator::create(ctx, tether::nccl::UniqueId::generate(rt), 1, 0);
+    tether::Stream stream = ctx.make_stream();
+    return OneRank{std::move(ctx), std::move(comm), std::move(stream)};
   }
 
   /// Whether `n` ranks fit on this machine; says so when not.
@@ -98,29 +114,5 @@ tether::SharedBuffer<T> filled(const tether::Context& ctx, std::size_t n, F valu
   return b;
 }
 
-/// Reports collected through tether's error hook while one lives.
-struct HookLog {
-  static inline std::mutex mu;
-  static inline std::vector<std::string> lines;
-  tether::ErrorHook previous;
-  HookLog() : previous(tether::set_error_hook(&record)) {
-    std::lock_guard lock(mu);
-    lines.clear();
-  }
-  ~HookLog() { tether::set_error_hook(previous); }
-  static void record(const tether::ErrorReport& r) noexcept {
-    try {
-      std::lock_guard lock(mu);
-      lines.push_back(std::string(r.where) + ": " + std::string(r.what));
-    } catch (...) {
-    }
-  }
-  static std::string all() {
-    std::lock_guard lock(mu);
-    std::string s;
-    for (auto& l : lines) s += l + "\n";
-    return s;
-  }
-};
 
 }  // namespace tether_test

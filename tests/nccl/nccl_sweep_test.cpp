@@ -35,6 +35,7 @@
 
 #include "nccl/library.hpp"
 #include "nccl/nccl_support.hpp"
+#include "support/report_log.hpp"
 
 using namespace tether;
 using namespace tether_test;
@@ -46,25 +47,8 @@ constexpr std::size_t kN = 8;  // elements of every buffer
 
 // ----------------------------------------------------------------------------- error reports
 
-struct Reports {
-  std::mutex mu;
-  std::vector<std::string> list;
-};
-Reports& reports() {
-  static Reports r;
-  return r;
-}
-void collect(const ErrorReport& r) noexcept {
-  try {
-    std::lock_guard lock(reports().mu);
-    reports().list.push_back(std::string(r.where) + ": " + std::string(r.what));
-  } catch (...) {
-  }
-}
-std::vector<std::string> take_reports() {
-  std::lock_guard lock(reports().mu);
-  return std::exchange(reports().list, {});
-}
+// What the error hook reported since the last call (tests/support/report_log.hpp).
+std::vector<std::string> take_reports() { return tether_test::ReportLog::take(); }
 
 // ----------------------------------------------------------------------------- the world
 
@@ -144,7 +128,7 @@ class NcclSweep : public NcclFixture {
  public:
   NcclSweep() {
     ctx.make_current();
-    old_hook = set_error_hook(&collect);
+    old_hook = set_error_hook(&tether_test::ReportLog::collect);
   }
   ~NcclSweep() { set_error_hook(old_hook); }
 

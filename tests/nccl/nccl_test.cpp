@@ -422,10 +422,7 @@ TEST_CASE("dropping the last handle of a communicator that a raw capture still h
 
 TEST_CASE("collective arguments are checked before NCCL is called, naming what is wrong") {
   NcclFixture f;
-  Context ctx = f.rt.context(0);
-  ctx.make_current();
-  nccl::Communicator c = nccl::Communicator::create(ctx, nccl::UniqueId::generate(f.rt), 1, 0);
-  Stream s = ctx.make_stream();
+  auto [ctx, c, s] = f.one_rank();
   SharedBuffer<float> four = filled<float>(ctx, 4, [](std::size_t) { return 1; });
   SharedBuffer<float> two = filled<float>(ctx, 2, [](std::size_t) { return 1; });
   const nccl::UniqueId id = nccl::UniqueId::generate(f.rt);
@@ -500,10 +497,7 @@ TEST_CASE("an empty communicator, registered buffer and group say so, and a grou
 
 TEST_CASE("a collective inside a host callback is refused, and nothing reaches NCCL") {
   NcclFixture f;
-  Context ctx = f.rt.context(0);
-  ctx.make_current();
-  nccl::Communicator c = nccl::Communicator::create(ctx, nccl::UniqueId::generate(f.rt), 1, 0);
-  Stream s = ctx.make_stream();
+  auto [ctx, c, s] = f.one_rank();
   Stream other = ctx.make_stream();
   SharedBuffer<float> x = filled<float>(ctx, 4, [](std::size_t) { return 1; });
   std::string refused;
@@ -526,10 +520,7 @@ TEST_CASE("an asynchronous error refuses later collectives and launches, naming 
     MESSAGE("skipped: an asynchronous error is injected by the simulator");
     return;
   }
-  Context ctx = f.rt.context(0);
-  ctx.make_current();
-  nccl::Communicator c = nccl::Communicator::create(ctx, nccl::UniqueId::generate(f.rt), 1, 0);
-  Stream s = ctx.make_stream();
+  auto [ctx, c, s] = f.one_rank();
   SharedBuffer<float> x = filled<float>(ctx, 4, [](std::size_t) { return 1; });
   SharedBuffer<float> y = filled<float>(ctx, 4, [](std::size_t) { return 0; });
   Graph g = tether::capture(s, CaptureMode::thread_local_, [&] { c.all_reduce(s, x, y); });
@@ -556,10 +547,7 @@ TEST_CASE("an asynchronous error refuses later collectives and launches, naming 
 
 TEST_CASE("an aborted communicator refuses collectives and launches, quoting why, and closes once its graphs are gone") {
   NcclFixture f;
-  Context ctx = f.rt.context(0);
-  ctx.make_current();
-  nccl::Communicator c = nccl::Communicator::create(ctx, nccl::UniqueId::generate(f.rt), 1, 0);
-  Stream s = ctx.make_stream();
+  auto [ctx, c, s] = f.one_rank();
   SharedBuffer<float> x = filled<float>(ctx, 4, [](std::size_t) { return 1; });
   nccl::Group grp;
   c.send(s, x, 0);
@@ -586,63 +574,44 @@ TEST_CASE("an aborted communicator refuses collectives and launches, quoting why
   CHECK(nccl::communicator_counts().closing == 0);
 }
 
-TEST_CASE("the watchdog aborts a communicator whose collective never completes, says what it did, and the stream "
-          "then finishes") {
+TEST_CASE("the watchdog aborts a communicator whose collective never completes, on a stream or in a launched "
+          "executable, says what it did, and the stream then finishes") {
   NcclFixture f;
   if (!f.fits(2)) return;
-  nccl::UniqueId id = nccl::UniqueId::generate(f.rt);
-  HookLog log;
-  std::atomic<bool> rank0_done{false};
-  f.on_ranks(2, [&](int r, Context& ctx) {
-    nccl::CommunicatorOptions o;
-    o.watchdog = 300ms;
-    nccl::Communicator c = nccl::Communicator::create(ctx, id, 2, r, o);
-    Stream s = ctx.make_stream();
-    SharedBuffer<float> x = filled<float>(ctx, 4, [](std::size_t) { return 1; });
-    if (r == 0) {
-      c.all_reduce(s, x, x);  // rank 1 never issues its half
-      s.synchronize();        // returns once the watchdog aborted the communicator
-      CHECK(c.aborted());
-      CHECK(c.abort_reason().find("the NCCL watchdog: all_reduce of 4 float32 (sum) on rank 0 of 2 (device 0) queued on a "
-                                  "stream did not finish within 300 ms") != std::string::npos);
-      CHECK_THROWS_WITH_AS(c.all_reduce(s, x, x), doctest::Contains("was aborted (the NCCL watchdog"), UsageError);
-      rank0_done = true;
-    } else {
-      while (!rank0_done.load()) std::this_thread::sleep_for(1ms);
-      c.abort("rank 0 gave up");  // its peer is gone: this rank goes too
-    }
-  });
-  CHECK(log.all().find("the NCCL watchdog") != std::string::npos);
-  CHECK(f.settle());
-}
-
-TEST_CASE("the watchdog also watches launches of executables that hold collectives") {
-  NcclFixture f;
-  if (!f.fits(2)) return;
-  nccl::UniqueId id = nccl::UniqueId::generate(f.rt);
-  HookLog log;
-  std::atomic<bool> rank0_done{false};
-  f.on_ranks(2, [&](int r, Context& ctx) {
-    nccl::CommunicatorOptions o;
-    o.watchdog = 300ms;
-    nccl::Communicator c = nccl::Communicator::create(ctx, id, 2, r, o);
-    Stream s = ctx.make_stream();
-    SharedBuffer<float> x = filled<float>(ctx, 4, [](std::size_t) { return 1; });
-    Graph g = tether::capture(s, CaptureMode::thread_local_, [&] { c.all_reduce(s, x, x); });
-    GraphExec e = g.instantiate();
-    if (r == 0) {
-      e.launch(s);  // rank 1 never launches
-      s.synchronize();
-      CHECK(c.aborted());
-      CHECK(c.abort_reason().find("a launch of an executable holding 1 NCCL collective(s)") != std::string::npos);
-      CHECK_THROWS_WITH_AS(e.launch(s), doctest::Contains("was aborted (the NCCL watchdog"), UsageError);
-      rank0_done = true;
-    } else {
-      while (!rank0_done.load()) std::this_thread::sleep_for(1ms);
-      c.abort("rank 0 gave up");
-    }
-  });
-  CHECK(f.settle());
+  for (bool launched : {false, true}) {
+    CAPTURE(launched);
+    nccl::UniqueId id = nccl::UniqueId::generate(f.rt);
+    HookLog log;
+    std::atomic<bool> rank0_done{false};
+    f.on_ranks(2, [&](int r, Context& ctx) {
+      nccl::CommunicatorOptions o;
+      o.watchdog = 300ms;
+      nccl::Communicator c = nccl::Communicator::create(ctx, id, 2, r, o);
+      Stream s = ctx.make_stream();
+      SharedBuffer<float> x = filled<float>(ctx, 4, [](std::size_t) { return 1; });
+      std::optional<GraphExec> e;
+      if (launched) e = tether::capture(s, CaptureMode::thread_local_, [&] { c.all_reduce(s, x, x); }).instantiate();
+      auto issue = [&] { launched ? e->launch(s) : (void)c.all_reduce(s, x, x); };
+      if (r == 0) {
+        issue();           // rank 1 never issues its half
+        s.synchronize();  // returns once the watchdog aborted the communicator
+        CHECK(c.aborted());
+        const std::string why = c.abort_reason();
+        CHECK_MESSAGE(why.find("the NCCL watchdog") != std::string::npos, why);
+        CHECK_MESSAGE(why.find(launched ? "a launch of an executable holding 1 NCCL collective(s)"
+                                        : "all_reduce of 4 float32 (sum) on rank 0 of 2 (device 0) queued on a stream "
+                                          "did not finish within 300 ms") != std::string::npos,
+                      why);
+        CHECK_THROWS_WITH_AS(issue(), doctest::Contains("was aborted (the NCCL watchdog"), UsageError);
+        rank0_done = true;
+      } else {
+        while (!rank0_done.load()) std::this_thread::sleep_for(1ms);
+        c.abort("rank 0 gave up");  // its peer is gone: this rank goes too
+      }
+    });
+    CHECK(log.all().find("the NCCL watchdog") != std::string::npos);
+    CHECK(f.settle());
+  }
 }
 
 TEST_CASE("with check_sequences, ranks whose executables hold different collectives are refused at the first launch, "

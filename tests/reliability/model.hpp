@@ -50,6 +50,7 @@
 #include <vector>
 
 #include "support/kernels.hpp"
+#include "support/rng.hpp"
 #include "tether.hpp"
 
 namespace tether_model {
@@ -57,24 +58,7 @@ namespace tether_model {
 using Id = std::uint32_t;
 using Ids = std::vector<Id>;
 
-/// splitmix64: small, fast, and the same on every platform (unlike std distributions).
-class Rng {
- public:
-  explicit Rng(std::uint64_t seed) : s_(seed) {}
-  std::uint64_t next() {
-    std::uint64_t z = (s_ += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  /// Uniform in [0, n) (n > 0).
-  std::size_t below(std::size_t n) { return static_cast<std::size_t>(next() % n); }
-  /// True with probability p.
-  bool chance(double p) { return static_cast<double>(next() >> 11) * 0x1.0p-53 < p; }
-
- private:
-  std::uint64_t s_;
-};
+using Rng = tether_test::Rng;  // splitmix64 (tests/support/rng.hpp)
 
 /// The seed of sequence `i` of a run seeded with `seed`.
 inline std::uint64_t seed_of(std::uint64_t seed, std::uint64_t i) {

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "support/dsl_fixture.hpp"
+#include "support/report_log.hpp"
 
 #if defined(__SANITIZE_THREAD__)
 #define TETHER_SWEEP_TSAN 1
@@ -58,25 +59,8 @@ constexpr int required_failures = TETHER_SWEEP_TSAN ? 400 : 2000;
 
 // ----------------------------------------------------------------------------- error reports
 
-struct Reports {
-  std::mutex mu;
-  std::vector<std::string> list;
-};
-Reports& reports() {
-  static Reports r;
-  return r;
-}
-void collect(const ErrorReport& r) noexcept {
-  try {
-    std::lock_guard lock(reports().mu);
-    reports().list.push_back(std::string(r.where) + ": " + std::string(r.what));
-  } catch (...) {
-  }
-}
-std::vector<std::string> take_reports() {
-  std::lock_guard lock(reports().mu);
-  return std::exchange(reports().list, {});
-}
+// What the error hook reported since the last call (tests/support/report_log.hpp).
+std::vector<std::string> take_reports() { return tether_test::ReportLog::take(); }
 
 // ----------------------------------------------------------------------------- the world
 
@@ -224,7 +208,7 @@ class SweepFixture : public DslFixture {
     y = buffer(8, 0.0f);
     z = buffer(8, 0.0f);
     w = buffer(8, 0.0f);
-    old_hook = set_error_hook(&collect);
+    old_hook = set_error_hook(&tether_test::ReportLog::collect);
   }
   ~SweepFixture() { set_error_hook(old_hook); }
 
