@@ -228,6 +228,30 @@ bool deps_after(const DriverTable& t, CUstream s, const CUgraphNode*& deps, std:
   return false;
 }
 
+// `c`'s type into `type`; false (reported) if the driver cannot say.
+bool node_type(const DriverTable& t, CUgraphNode c, CUgraphNodeType& type) {
+  if (CUresult r = raw<Entry::cuGraphNodeGetType>(t, c, &type); r != CUDA_SUCCESS) {
+    report_failure(t, Entry::cuGraphNodeGetType, r, kIdentifying);
+    return false;
+  }
+  return true;
+}
+
+// The only node of `want` among `nodes`; null if there is none, more than one, or a type is unknown.
+CUgraphNode only_of_type(const DriverTable& t, std::span<const CUgraphNode> nodes, CUgraphNodeType want) {
+  CUgraphNode found = nullptr;
+  int matches = 0;
+  for (CUgraphNode c : nodes) {
+    CUgraphNodeType ty{};
+    if (!node_type(t, c, ty)) return nullptr;
+    if (ty == want) {
+      found = c;
+      ++matches;
+    }
+  }
+  return matches == 1 ? found : nullptr;
+}
+
 CUgraphNode identify_captured(const DriverTable& t, CUstream s, const Frontier& before, CUgraphNodeType type) {
   if (!before.known) return nullptr;
   const CUgraphNode* deps = nullptr;
@@ -251,20 +275,7 @@ CUgraphNode identify_captured(const DriverTable& t, CUstream s, const Frontier& 
     cur = preds[0];
   }
   if (chain.size() == 1) return chain[0];
-  CUgraphNode found = nullptr;
-  int matches = 0;
-  for (CUgraphNode c : chain) {
-    CUgraphNodeType ty{};
-    if (CUresult r = raw<Entry::cuGraphNodeGetType>(t, c, &ty); r != CUDA_SUCCESS) {
-      report_failure(t, Entry::cuGraphNodeGetType, r, kIdentifying);
-      return nullptr;
-    }
-    if (ty == type) {
-      found = c;
-      ++matches;
-    }
-  }
-  return matches == 1 ? found : nullptr;
+  return only_of_type(t, chain, type);
 }
 
 // capture_facts c3f2: CUDA accepts a host function captured into a conditional body and then
@@ -624,21 +635,9 @@ CUgraphNode identify_foreign(const DriverTable& t, CUstream s, const Frontier& b
     }
     todo.insert(todo.end(), preds.begin(), preds.end());
   }
-  CUgraphNode found = nullptr;
-  int kernels = 0;
-  for (CUgraphNode c : seen) {
-    CUgraphNodeType ty{};
-    if (CUresult r = raw<Entry::cuGraphNodeGetType>(t, c, &ty); r != CUDA_SUCCESS) {
-      report_failure(t, Entry::cuGraphNodeGetType, r, kIdentifying);
-      return nullptr;
-    }
-    if (seen.size() == 1 || ty == CU_GRAPH_NODE_TYPE_KERNEL) {
-      found = c;
-      type = ty;
-      ++kernels;
-    }
-  }
-  return kernels == 1 ? found : nullptr;
+  if (seen.size() == 1) return node_type(t, seen[0], type) ? seen[0] : nullptr;
+  type = CU_GRAPH_NODE_TYPE_KERNEL;
+  return only_of_type(t, seen, CU_GRAPH_NODE_TYPE_KERNEL);
 }
 
 }  // namespace
