@@ -123,12 +123,26 @@ struct CommState {
 
 namespace {
 
+// What must outlive NCCL once the process exits (a communicator's context, a deferred NCCL call
+// and what it holds) is kept here until the process is gone: never released, and reachable from a
+// global so that leak checkers do not report it.
+template <class T>
+void keep_until_exit(T&& value) noexcept {
+  static std::mutex mu;
+  static auto* kept = new std::vector<std::shared_ptr<void>>();
+  try {
+    std::lock_guard lock(mu);
+    kept->push_back(std::make_shared<std::decay_t<T>>(std::forward<T>(value)));
+  } catch (...) {
+  }
+}
+
 // Destroys (or aborts) a communicator on a thread of its own: NCCL's destroy waits, without a
 // timeout, for every graph that captured work on a communicator of its process, and across
 // processes for the other local ranks' destroys; no tether thread and no caller may wait for that.
 void close_on_own_thread(const NcclTable* t, ContextPtr ctx, ::ncclComm* comm, bool abort, std::string label) noexcept {
   if (g_exiting.load(std::memory_order_acquire)) {
-    (void)new ContextPtr(std::move(ctx));  // NCCL may be gone: the communicator and its context go with the process
+    keep_until_exit(std::move(ctx));  // NCCL may be gone: the communicator and its context go with the process
     return;
   }
   {
@@ -176,7 +190,7 @@ class Jobs {
  public:
   void post(std::function<void()> job) noexcept {
     if (g_exiting.load(std::memory_order_acquire)) {
-      (void)new std::function<void()>(std::move(job));  // leaked with what it holds: see on_exit
+      keep_until_exit(std::move(job));  // kept with what it holds: see on_exit
       return;
     }
     try {
@@ -523,7 +537,7 @@ class Watchdog {
   // Whether `w` is settled (finished, expired and acted on, or failed).
   static bool check(Watch& w) noexcept {
     if (g_exiting.load(std::memory_order_acquire)) {  // the driver may be going: leave the event
-      (void)new ContextPtr(std::move(w.ctx));
+      keep_until_exit(std::move(w.ctx));
       return true;
     }
     const DriverTable& drv = *w.ctx->table;
