@@ -284,11 +284,6 @@ struct Registration {
 
 std::shared_ptr<CommState> registration_comm(const Registration& r) noexcept { return r.comm; }
 
-void check_comm(const CommState* comm, const char* what) {
-  check_calls_allowed(what);
-  if (!comm) throw_empty(what, "Communicator");
-}
-
 namespace {
 // For the members that call nothing and take no lock shared with the driver's threads (the
 // queries, and abort, which hands NCCL's call to a thread of its own): they answer anywhere, a
@@ -297,6 +292,11 @@ void check_live(const CommState* comm, const char* what) {
   if (!comm) throw_empty(what, "Communicator");
 }
 }  // namespace
+
+void check_comm(const CommState* comm, const char* what) {
+  check_calls_allowed(what);
+  check_live(comm, what);
+}
 
 void throw_empty_operand(const char* what, const char* role) {
   throw UsageError(fmt::format("{}: the {} buffer is empty", what, role));
@@ -411,7 +411,7 @@ void check_call(const CommState& cs, const ContextState& stream_ctx, CollectiveC
   auto need = [&](const NcclOperand& op, const char* role, std::size_t elements) {
     if (op.elements < elements)
       throw UsageError(fmt::format("{}: the {} buffer holds {} {}; the {} needs {}", what, role, op.elements,
-                                   nccl::to_string(c.type), describe_collective(Desc{c.kind, c.type, c.op, c.root_or_peer, c.count}),
+                                   nccl::to_string(c.type), describe_collective(c),
                                    elements));
   };
   switch (c.kind) {
@@ -445,6 +445,21 @@ void check_call(const CommState& cs, const ContextState& stream_ctx, CollectiveC
                                what, cs.label(), cs.abort_reason()));
 }
 
+// Whether NCCL's answer `async` is an error; if so it is kept in `cs.failed`, so that launches are
+// refused without asking NCCL again.
+bool note_async_error(const CommState& cs, Result async) noexcept {
+  if (async == Result::success || async == Result::in_progress) return false;
+  const_cast<CommState&>(cs).failed.store(static_cast<int>(async), std::memory_order_release);
+  return true;
+}
+
+[[noreturn]] void throw_async_error(const CommState& cs, Result async, std::string_view what) {
+  throw_nccl_error(*cs.nccl, NcclEntry::ncclCommGetAsyncError, async,
+                   fmt::format("{}: the communicator ({}) reported an asynchronous error, so it cannot run more work; "
+                               "drop it and everything that holds it (tether then aborts it) and make a new one",
+                               what, cs.label()));
+}
+
 // Refuses a communicator that was aborted or reported an asynchronous error (NCCL would not run
 // the work, or would hang). Call under cs.mu with its context current.
 void check_usable_locked(const CommState& cs, std::string_view what) {
@@ -452,24 +467,14 @@ void check_usable_locked(const CommState& cs, std::string_view what) {
   Result async = Result::success;
   if (Result r = cs.nccl->ncclCommGetAsyncError(cs.comm, &async); r != Result::success)
     throw_nccl_error(*cs.nccl, NcclEntry::ncclCommGetAsyncError, r, fmt::format("{}: asking {} for its state", what, cs.label()));
-  if (async != Result::success && async != Result::in_progress) {
-    const_cast<CommState&>(cs).failed.store(static_cast<int>(async), std::memory_order_release);
-    throw_nccl_error(*cs.nccl, NcclEntry::ncclCommGetAsyncError, async,
-                     fmt::format("{}: the communicator ({}) reported an asynchronous error, so it cannot run more work; "
-                                 "drop it and everything that holds it (tether then aborts it) and make a new one",
-                                 what, cs.label()));
-  }
+  if (note_async_error(cs, async)) throw_async_error(cs, async, what);
 }
 
 // What a launch checks per communicator, without a call to NCCL (a launch costs nothing more):
 // an abort, and an asynchronous error a tether call or the watchdog saw.
 void check_launchable(const CommState& cs, std::string_view what) {
   if (cs.aborted.load(std::memory_order_acquire)) throw_aborted(cs, what);
-  if (const int e = cs.failed.load(std::memory_order_acquire); e != 0)
-    throw_nccl_error(*cs.nccl, NcclEntry::ncclCommGetAsyncError, static_cast<Result>(e),
-                     fmt::format("{}: the communicator ({}) reported an asynchronous error, so it cannot run more work; "
-                                 "drop it and everything that holds it (tether then aborts it) and make a new one",
-                                 what, cs.label()));
+  if (const int e = cs.failed.load(std::memory_order_acquire); e != 0) throw_async_error(cs, static_cast<Result>(e), what);
 }
 
 Result call_collective(const NcclTable& t, const CollectiveCall& c, ::ncclComm* comm, CUstream s) {
@@ -1001,8 +1006,7 @@ Errc Communicator::async_error() const {
   detail::Result async = detail::Result::success;
   if (detail::Result r = cs.nccl->ncclCommGetAsyncError(cs.comm, &async); r != detail::Result::success)
     detail::throw_nccl_error(*cs.nccl, detail::NcclEntry::ncclCommGetAsyncError, r, fmt::format("{} on {}", what, cs.label()));
-  if (async != detail::Result::success && async != detail::Result::in_progress)
-    cs.failed.store(static_cast<int>(async), std::memory_order_release);
+  (void)detail::note_async_error(cs, async);
   return static_cast<Errc>(async);
 }
 
